@@ -1,0 +1,41 @@
+# Queen for PostgreSQL: PGXS build.
+#
+#   make && make install          build and install into the PostgreSQL found by pg_config
+#   scripts/test                  run every test (see README.md)
+
+EXTENSION = queen
+MODULE_big = queen
+DATA = queen--1.0.sql
+PGFILEDESC = "queen - partitioned, ordered, durable message queue"
+
+OBJS = \
+	src/module.o \
+	src/guc.o \
+	src/codec.o \
+	src/names.o \
+	src/alloc.o \
+	src/alloc_sql.o \
+	src/push.o \
+	src/read.o \
+	src/codec_sql.o
+
+# xxHash: XXH3-128 of transactionIds; zstd: segment compression.
+SHLIB_LINK += -lxxhash -lzstd
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
+
+# -isystem keeps warnings from PostgreSQL's own headers out of -Wextra,
+# so any warning printed is ours.
+PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src
+PG_CFLAGS = -Wall -Wextra
+
+REGRESS = schema codec push_one push_items alloc dedup read tenants rollback failure_modes
+REGRESS_OPTS = --load-extension=queen
+ISOLATION = concurrent_push concurrent_provision
+ISOLATION_OPTS = --load-extension=queen
+
+include $(PGXS)
+
+$(OBJS): src/queen.h

@@ -1,0 +1,264 @@
+/*
+ * queen--1.0.sql: the storage schema and the SQL surface of Queen for PostgreSQL.
+ *
+ * Tables follow docs/ARCHITECTURE.md ("Storage"); every function on the push and
+ * read paths is C (src/), so nothing here runs PL/pgSQL or parses JSON per message.
+ */
+
+\echo Use "CREATE EXTENSION queen" to load this file. \quit
+
+-- Frames carry UTF-8 and the transactionId hash is taken over UTF-8 bytes, so a
+-- database in another encoding would store ids that no other door can match.
+DO $$
+BEGIN
+	IF pg_catalog.getdatabaseencoding() <> 'UTF8' THEN
+		RAISE EXCEPTION 'queen requires a UTF8 database, this one is %',
+			pg_catalog.getdatabaseencoding()
+			USING ERRCODE = 'feature_not_supported';
+	END IF;
+END
+$$;
+
+------------------------------------------------------------------------------
+-- Queues: identity (tenant, name) and every per-queue option in one row.
+------------------------------------------------------------------------------
+CREATE TABLE queen.queues (
+	id							uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+	name						varchar(255) NOT NULL
+		CONSTRAINT queues_name_check CHECK (name <> '' AND name !~ '[\x01-\x1f\x7f]'),
+	tenant_id					uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001',
+	namespace					varchar(255),
+	task						varchar(255),
+	priority					integer NOT NULL DEFAULT 0,
+	lease_time					integer NOT NULL DEFAULT 60,
+	retry_limit					integer NOT NULL DEFAULT 3,
+	retry_delay					integer NOT NULL DEFAULT 1000,
+	ttl							integer NOT NULL DEFAULT 3600,
+	dead_letter_queue			boolean NOT NULL DEFAULT true,
+	dlq_after_max_retries		boolean NOT NULL DEFAULT true,
+	delayed_processing			integer NOT NULL DEFAULT 0,
+	window_buffer				integer NOT NULL DEFAULT 0,
+	retention_seconds			integer NOT NULL DEFAULT 0,
+	completed_retention_seconds integer NOT NULL DEFAULT 0,
+	retention_enabled			boolean NOT NULL DEFAULT false,
+	encryption_enabled			boolean NOT NULL DEFAULT false,
+	max_wait_time_seconds		integer NOT NULL DEFAULT 0,
+	max_queue_size				integer NOT NULL DEFAULT 0,
+	min_pop_wait_time			integer NOT NULL DEFAULT 0,
+	dedup_window_seconds		integer NOT NULL DEFAULT 3600
+		CONSTRAINT queues_dedup_window_check CHECK (dedup_window_seconds >= 0),
+	retention_sink_hold			text NOT NULL DEFAULT '',
+	retention_sink_max_seconds	integer NOT NULL DEFAULT 604800,
+	created_at					timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE UNIQUE INDEX queues_tenant_name_uk ON queen.queues (tenant_id, name);
+
+------------------------------------------------------------------------------
+-- Partitions: one allocator row each.  Every push updates its row once, so the
+-- row must stay HOT: last_write_at is quantized to one write per second and the
+-- oldest_* columns only change on the empty -> non-empty transition.
+------------------------------------------------------------------------------
+CREATE TABLE queen.log_partitions (
+	id				uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+	queue_id		uuid NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+	name			text NOT NULL DEFAULT 'Default'
+		CONSTRAINT log_partitions_name_check CHECK (name <> '' AND name !~ '[\x01-\x1f\x7f]'),
+	last_offset		bigint NOT NULL DEFAULT -1,
+	log_start		bigint NOT NULL DEFAULT 0,
+	txns_start		bigint NOT NULL DEFAULT 0,
+	oldest_live_at	timestamptz,
+	oldest_txn_at	timestamptz,
+	last_write_at	timestamptz NOT NULL DEFAULT now(),
+	created_at		timestamptz NOT NULL DEFAULT now(),
+	CONSTRAINT log_partitions_queue_name_uk UNIQUE (queue_id, name)
+) WITH (
+	fillfactor = 70,
+	autovacuum_vacuum_scale_factor = 0,
+	autovacuum_vacuum_threshold = 500,
+	autovacuum_vacuum_cost_delay = 0,
+	-- heap truncation takes ACCESS EXCLUSIVE and would stall every push
+	vacuum_truncate = off
+);
+
+CREATE INDEX idx_log_partitions_queue_write
+	ON queen.log_partitions (queue_id, last_write_at);
+CREATE INDEX idx_log_partitions_queue_oldest
+	ON queen.log_partitions (queue_id, oldest_live_at)
+	WHERE oldest_live_at IS NOT NULL;
+CREATE INDEX idx_log_partitions_queue_oldest_txn
+	ON queen.log_partitions (queue_id, oldest_txn_at)
+	WHERE oldest_txn_at IS NOT NULL;
+
+------------------------------------------------------------------------------
+-- Segments: one row per committed segment; the blob is zstd of packed frames
+-- (docs/FORMAT.md).  The primary key is the only index: reads are a backward
+-- step to the covering segment and a forward range scan.
+------------------------------------------------------------------------------
+CREATE TABLE queen.log_segments (
+	partition_id	uuid NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
+	base_offset		bigint NOT NULL,
+	end_offset		bigint NOT NULL,
+	created_at		timestamptz NOT NULL,
+	blob			bytea NOT NULL,
+	PRIMARY KEY (partition_id, base_offset),
+	CONSTRAINT log_segments_range_check CHECK (end_offset >= base_offset)
+) WITH (
+	autovacuum_vacuum_scale_factor = 0.1,
+	autovacuum_vacuum_insert_scale_factor = 0.3,
+	autovacuum_vacuum_cost_limit = 4000,
+	autovacuum_vacuum_cost_delay = 0,
+	toast.autovacuum_vacuum_scale_factor = 0.1,
+	toast.autovacuum_vacuum_insert_scale_factor = 0.3,
+	toast.autovacuum_vacuum_cost_limit = 4000,
+	toast.autovacuum_vacuum_cost_delay = 0
+);
+
+-- Already zstd-compressed: TOAST must not try pglz on it again.
+ALTER TABLE queen.log_segments ALTER COLUMN blob SET STORAGE EXTERNAL;
+
+------------------------------------------------------------------------------
+-- Transaction-id hashes: 16 bytes per frame, frame order, written on every push
+-- (dedup probes and ack-by-transactionId both read it).  No foreign key on
+-- purpose: the purge must not pay for FK triggers.
+------------------------------------------------------------------------------
+CREATE TABLE queen.log_txns (
+	partition_id	uuid NOT NULL,
+	base_offset		bigint NOT NULL,
+	end_offset		bigint NOT NULL,
+	created_at		timestamptz NOT NULL,
+	hashes			bytea NOT NULL,
+	PRIMARY KEY (partition_id, base_offset),
+	CONSTRAINT log_txns_stride_check
+		CHECK (octet_length(hashes) = 16 * (end_offset - base_offset + 1))
+) WITH (
+	autovacuum_vacuum_scale_factor = 0.1,
+	autovacuum_vacuum_insert_scale_factor = 0.3,
+	autovacuum_vacuum_cost_delay = 0
+);
+
+-- XXH3 hashes are random bytes: compression can only waste CPU.
+ALTER TABLE queen.log_txns ALTER COLUMN hashes SET STORAGE EXTERNAL;
+
+------------------------------------------------------------------------------
+-- The allocator (src/alloc.c, src/alloc_sql.c)
+------------------------------------------------------------------------------
+CREATE FUNCTION queen.log_push_one_v1(
+	p_queue text,
+	p_partition text,
+	p_msg_count int,
+	p_hashes bytea,
+	p_verified bigint,
+	p_blob bytea,
+	p_pid uuid DEFAULT NULL,
+	p_window int DEFAULT NULL,
+	p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'queen_log_push_one_v1'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.log_push_multi_v1(
+	p_queues text[],
+	p_partitions text[],
+	p_msg_counts int[],
+	p_hashes bytea[],
+	p_verified int8[],
+	p_blobs bytea[],
+	p_tenants uuid[] DEFAULT NULL)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'queen_log_push_multi_v1'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.log_segment_at_v1(p_pid uuid, p_off bigint)
+RETURNS TABLE (r_base bigint, r_end bigint, r_created timestamptz, r_blob bytea)
+AS 'MODULE_PATHNAME', 'queen_log_segment_at_v1'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+------------------------------------------------------------------------------
+-- The SQL door (src/push.c, src/read.c)
+------------------------------------------------------------------------------
+CREATE TYPE queen.push_result AS (
+	index			int,
+	message_id		uuid,
+	transaction_id	text,
+	queue			text,
+	partition		text,
+	status			text,
+	log_offset		bigint,
+	created_at		timestamptz
+);
+
+CREATE FUNCTION queen.push(
+	queue text,
+	payload jsonb,
+	partition text DEFAULT 'Default',
+	transaction_id text DEFAULT NULL)
+RETURNS queen.push_result
+AS 'MODULE_PATHNAME', 'queen_push_one'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.push(items jsonb)
+RETURNS SETOF queen.push_result
+AS 'MODULE_PATHNAME', 'queen_push_items'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.read(
+	queue text,
+	partition text DEFAULT 'Default',
+	from_offset bigint DEFAULT 0,
+	max_messages int DEFAULT 100)
+RETURNS TABLE (
+	log_offset		bigint,
+	message_id		uuid,
+	transaction_id	text,
+	payload			jsonb,
+	created_at		timestamptz)
+AS 'MODULE_PATHNAME', 'queen_read'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+------------------------------------------------------------------------------
+-- The codec, exposed for drivers, tooling and tests (src/codec_sql.c)
+------------------------------------------------------------------------------
+CREATE FUNCTION queen.uuid_v7()
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'queen_uuid_v7_sql'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE FUNCTION queen.txn_hash(transaction_id text)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'queen_txn_hash_sql'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION queen.hash_blob(transaction_ids text[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'queen_hash_blob_sql'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION queen.pack_frames(
+	message_ids uuid[],
+	transaction_ids text[],
+	payloads bytea[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'queen_pack_frames_sql'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION queen.unpack_frames(blob bytea)
+RETURNS TABLE (
+	idx				int,
+	flags			int,
+	message_id		uuid,
+	trace_id		uuid,
+	transaction_id	text,
+	producer_sub	text,
+	payload			bytea)
+AS 'MODULE_PATHNAME', 'queen_unpack_frames_sql'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- 16-byte slices of a hash blob, 0-based; plain SQL, used off the hot path.
+CREATE FUNCTION queen.log_unnest_hashes(p_hashes bytea)
+RETURNS TABLE (idx int, h bytea)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+	SELECT i, substring(p_hashes FROM i * 16 + 1 FOR 16)
+	FROM generate_series(0, octet_length(p_hashes) / 16 - 1) AS i
+$$;

@@ -1,0 +1,926 @@
+/*-------------------------------------------------------------------------
+ *
+ * alloc.c
+ *	  The allocator: the one place where offsets are assigned, segments are
+ *	  written and duplicates are detected.
+ *
+ * Everything that pushes (log_push_one_v1, log_push_multi_v1, queen.push,
+ * the broker's shards) ends up in queen_push_bundle() or
+ * queen_push_one_resolved().  The steps follow the seed's write path
+ * (docs/ARCHITECTURE.md, "The allocator"):
+ *
+ *	1. validate every segment (names, msg_count, 16-byte stride, blob);
+ *	2. one existence count; only when something is missing, the two
+ *	   provisioning INSERTs, each ordered on its unique key;
+ *	3. one set-based pre-lock of every partition row, ascending id;
+ *	4. one bundle timestamp, taken after the locks;
+ *	5. per segment in ascending partition id order: the dedup probe under the
+ *	   row lock when the queue's window is > 0; a duplicate writes nothing;
+ *	6. the allocator UPDATE, then the segment and hash INSERTs, for every
+ *	   segment that survived, each as one set-based statement;
+ *	7. completeness: every segment gets exactly one verdict or all raise.
+ *
+ * Locking rules: partition rows are locked only in ascending id order, and
+ * only here.  Because the probe runs while the row lock is held, nobody can
+ * commit into the probed range before our allocation, so a clean probe is
+ * final.  created_at is stamped after the locks are taken, which makes it
+ * monotone per partition in commit order.
+ *
+ * Statements are prepared once per process and kept (SPI_keepplan); the
+ * plan cache replans them by itself if the tables are recreated.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queen.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+/* First four bytes of every zstd frame (little-endian 0xFD2FB528). */
+static const uint8 queen_zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+
+/* ----------------------------------------------------------------
+ *		Prepared statements
+ * ----------------------------------------------------------------
+ */
+
+/* Which of the three name arrays carries what, for every name-keyed plan. */
+#define NAME_ARGS	3
+
+static const char *const sql_count_missing =
+"SELECT count(*)::int4"
+"  FROM unnest($1::text[], $2::text[], $3::uuid[]) AS u(qname, pname, tenant)"
+" WHERE NOT EXISTS ("
+"        SELECT 1 FROM queen.queues q"
+"          JOIN queen.log_partitions p ON p.queue_id = q.id"
+"         WHERE q.tenant_id = u.tenant AND q.name = u.qname AND p.name = u.pname)";
+
+/*
+ * ON CONFLICT DO NOTHING takes speculative locks in row order: two bundles
+ * creating overlapping sets in different orders would convoy exactly like
+ * unordered row locks, hence ORDER BY on the unique key.  Namespace and task
+ * come from the dotted name, as Queen derives them.
+ */
+static const char *const sql_provision_queues =
+"INSERT INTO queen.queues (tenant_id, name, namespace, task)"
+" SELECT DISTINCT u.tenant, u.qname,"
+"        split_part(u.qname, '.', 1), split_part(u.qname, '.', 2)"
+"   FROM unnest($1::text[], $2::text[], $3::uuid[]) AS u(qname, pname, tenant)"
+"  ORDER BY 1, 2"
+" ON CONFLICT (tenant_id, name) DO NOTHING";
+
+static const char *const sql_provision_partitions =
+"INSERT INTO queen.log_partitions (queue_id, name)"
+" SELECT DISTINCT q.id, u.pname"
+"   FROM unnest($1::text[], $2::text[], $3::uuid[]) AS u(qname, pname, tenant)"
+"   JOIN queen.queues q ON q.tenant_id = u.tenant AND q.name = u.qname"
+"  ORDER BY 1, 2"
+" ON CONFLICT (queue_id, name) DO NOTHING";
+
+/* LockRows sits above the Sort, so rows are locked in ORDER BY order. */
+static const char *const sql_prelock =
+"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start"
+"  FROM unnest($1::text[], $2::text[], $3::uuid[])"
+"       WITH ORDINALITY AS u(qname, pname, tenant, ord)"
+"  JOIN queen.queues q ON q.tenant_id = u.tenant AND q.name = u.qname"
+"  JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = u.pname"
+" ORDER BY p.id"
+"   FOR UPDATE OF p";
+
+static const char *const sql_lock_one =
+"SELECT p.last_offset, p.txns_start, q.dedup_window_seconds"
+"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+" WHERE p.id = $1"
+"   FOR UPDATE OF p";
+
+static const char *const sql_window_of =
+"SELECT q.dedup_window_seconds"
+"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+" WHERE p.id = $1";
+
+/*
+ * Candidate hash rows for a probe over (from, last_offset]: the one row
+ * straddling from (found by a backward step, then kept only if it reaches
+ * past from) and every later row, all capped by the dedup window.
+ */
+static const char *const sql_probe =
+"SELECT t.base_offset, t.hashes FROM queen.log_txns t"
+" WHERE t.partition_id = $1 AND t.base_offset > $2 AND t.created_at >= $3"
+" UNION ALL "
+"SELECT c.base_offset, c.hashes FROM ("
+"        SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
+"         WHERE partition_id = $1 AND base_offset <= $2"
+"         ORDER BY base_offset DESC LIMIT 1) c"
+" WHERE c.end_offset > $2 AND c.created_at >= $3";
+
+/*
+ * The allocator.  last_write_at is indexed, so it is rewritten at most once a
+ * second to keep the update HOT; the oldest_* columns only change on the
+ * empty -> non-empty transition for the same reason.  clock_timestamp() in
+ * RETURNING is read after the row lock is held, which is what the
+ * un-prelocked single-segment path stamps created_at with.
+ */
+static const char *const sql_allocate =
+"UPDATE queen.log_partitions p SET"
+"       last_offset = p.last_offset + u.n,"
+"       oldest_live_at = COALESCE(p.oldest_live_at, clock_timestamp()),"
+"       oldest_txn_at = COALESCE(p.oldest_txn_at, clock_timestamp()),"
+"       last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > interval '1 second'"
+"                            THEN clock_timestamp() ELSE p.last_write_at END"
+"  FROM unnest($1::uuid[], $2::int8[]) AS u(pid, n)"
+" WHERE p.id = u.pid"
+" RETURNING p.id, p.last_offset, clock_timestamp()";
+
+static const char *const sql_insert_segments =
+"INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
+" SELECT u.pid, u.b, u.e, $4, u.x"
+"   FROM unnest($1::uuid[], $2::int8[], $3::int8[], $5::bytea[]) AS u(pid, b, e, x)";
+
+static const char *const sql_insert_txns =
+"INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
+" SELECT u.pid, u.b, u.e, $4, u.x"
+"   FROM unnest($1::uuid[], $2::int8[], $3::int8[], $5::bytea[]) AS u(pid, b, e, x)";
+
+/* Backward step to the greatest base <= off, kept only if it covers off. */
+static const char *const sql_segment_at =
+"SELECT c.base_offset, c.end_offset, c.created_at, c.blob FROM ("
+"        SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments"
+"         WHERE partition_id = $1 AND base_offset <= $2"
+"         ORDER BY base_offset DESC LIMIT 1) c"
+" WHERE c.end_offset >= $2";
+
+typedef enum QueenPlanId
+{
+	PLAN_COUNT_MISSING,
+	PLAN_PROVISION_QUEUES,
+	PLAN_PROVISION_PARTITIONS,
+	PLAN_PRELOCK,
+	PLAN_LOCK_ONE,
+	PLAN_WINDOW_OF,
+	PLAN_PROBE,
+	PLAN_ALLOCATE,
+	PLAN_INSERT_SEGMENTS,
+	PLAN_INSERT_TXNS,
+	PLAN_SEGMENT_AT,
+	PLAN_COUNT
+} QueenPlanId;
+
+static SPIPlanPtr queen_plans[PLAN_COUNT];
+
+/* Must be called between SPI_connect and SPI_finish. */
+static SPIPlanPtr
+queen_plan(QueenPlanId id)
+{
+	const char *sql = NULL;
+	Oid			argtypes[5];
+	int			nargs = 0;
+	SPIPlanPtr	plan;
+
+	if (queen_plans[id] != NULL)
+		return queen_plans[id];
+
+	switch (id)
+	{
+		case PLAN_COUNT_MISSING:
+		case PLAN_PROVISION_QUEUES:
+		case PLAN_PROVISION_PARTITIONS:
+		case PLAN_PRELOCK:
+			sql = id == PLAN_COUNT_MISSING ? sql_count_missing :
+				id == PLAN_PROVISION_QUEUES ? sql_provision_queues :
+				id == PLAN_PROVISION_PARTITIONS ? sql_provision_partitions :
+				sql_prelock;
+			argtypes[0] = TEXTARRAYOID;
+			argtypes[1] = TEXTARRAYOID;
+			argtypes[2] = UUIDARRAYOID;
+			nargs = NAME_ARGS;
+			break;
+		case PLAN_LOCK_ONE:
+		case PLAN_WINDOW_OF:
+			sql = id == PLAN_LOCK_ONE ? sql_lock_one : sql_window_of;
+			argtypes[0] = UUIDOID;
+			nargs = 1;
+			break;
+		case PLAN_PROBE:
+			sql = sql_probe;
+			argtypes[0] = UUIDOID;
+			argtypes[1] = INT8OID;
+			argtypes[2] = TIMESTAMPTZOID;
+			nargs = 3;
+			break;
+		case PLAN_ALLOCATE:
+			sql = sql_allocate;
+			argtypes[0] = UUIDARRAYOID;
+			argtypes[1] = INT8ARRAYOID;
+			nargs = 2;
+			break;
+		case PLAN_INSERT_SEGMENTS:
+		case PLAN_INSERT_TXNS:
+			sql = id == PLAN_INSERT_SEGMENTS ? sql_insert_segments : sql_insert_txns;
+			argtypes[0] = UUIDARRAYOID;
+			argtypes[1] = INT8ARRAYOID;
+			argtypes[2] = INT8ARRAYOID;
+			argtypes[3] = TIMESTAMPTZOID;
+			argtypes[4] = BYTEAARRAYOID;
+			nargs = 5;
+			break;
+		case PLAN_SEGMENT_AT:
+			sql = sql_segment_at;
+			argtypes[0] = UUIDOID;
+			argtypes[1] = INT8OID;
+			nargs = 2;
+			break;
+		case PLAN_COUNT:
+			break;
+	}
+	Assert(sql != NULL);
+
+	plan = queen_keep_plan(sql, nargs, argtypes);
+	queen_plans[id] = plan;
+	return plan;
+}
+
+/*
+ * Prepare a statement for the life of the process.  Must be called between
+ * SPI_connect and SPI_finish.
+ */
+SPIPlanPtr
+queen_keep_plan(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "queen: could not prepare statement: %s",
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "queen: could not keep a prepared statement");
+	return plan;
+}
+
+void
+queen_spi_connect(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "queen: SPI_connect failed");
+}
+
+static void
+queen_exec(QueenPlanId id, Datum *values, int expected)
+{
+	int			rc = SPI_execute_plan(queen_plan(id), values, NULL, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "queen: statement %d failed: %s", (int) id,
+			 SPI_result_code_string(rc));
+}
+
+/* ----------------------------------------------------------------
+ *		Helpers
+ * ----------------------------------------------------------------
+ */
+
+static Datum
+queen_array_datum(Datum *elems, int n, Oid elemtype)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_array(elems, n, elemtype,
+										   typlen, typbyval, typalign));
+}
+
+static int64
+queen_get_int64(HeapTuple tuple, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "queen: unexpected NULL in column %d", col);
+	return DatumGetInt64(d);
+}
+
+static int32
+queen_get_int32(HeapTuple tuple, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "queen: unexpected NULL in column %d", col);
+	return DatumGetInt32(d);
+}
+
+static void
+queen_get_uuid(HeapTuple tuple, TupleDesc desc, int col, pg_uuid_t *out)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "queen: unexpected NULL in column %d", col);
+	memcpy(out, DatumGetUUIDP(d), sizeof(pg_uuid_t));
+}
+
+static int
+queen_uuid_cmp(const pg_uuid_t *a, const pg_uuid_t *b)
+{
+	return memcmp(a->data, b->data, UUID_LEN);
+}
+
+/* ----------------------------------------------------------------
+ *		Validation
+ * ----------------------------------------------------------------
+ */
+
+static void
+queen_validate_segment(const QueenSegment *seg, int ordinal)
+{
+	Size		hashes_len;
+
+	if (seg->queue == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("queue name of segment %d is NULL", ordinal)));
+	queen_check_queue_name(seg->queue, strlen(seg->queue));
+	if (seg->partition == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("partition name of segment %d is NULL", ordinal)));
+	queen_check_partition_name(seg->partition, strlen(seg->partition));
+
+	if (seg->msg_count < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("segment %d of queue \"%s\" partition \"%s\" has msg_count %d",
+						ordinal, seg->queue, seg->partition, seg->msg_count),
+				 errdetail("A segment carries at least one message.")));
+
+	if (seg->hashes == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("hash blob of segment %d is NULL", ordinal)));
+	hashes_len = VARSIZE_ANY_EXHDR(seg->hashes);
+	if (hashes_len != (Size) seg->msg_count * QUEEN_HASH_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("hash blob of segment %d is %zu bytes for %d messages",
+						ordinal, (size_t) hashes_len, seg->msg_count),
+				 errdetail("The hash blob holds exactly 16 bytes per message, in frame order; a different stride would misaddress every later message.")));
+
+	if (seg->blob == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payload blob of segment %d is NULL", ordinal)));
+	if (VARSIZE_ANY_EXHDR(seg->blob) < sizeof(queen_zstd_magic) ||
+		memcmp(VARDATA_ANY(seg->blob), queen_zstd_magic, sizeof(queen_zstd_magic)) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("payload blob of segment %d is not zstd-compressed", ordinal),
+				 errdetail("A segment blob is one zstd frame of packed frames; see queen.pack_frames().")));
+
+	if (seg->window_set && seg->window_in < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dedup window of segment %d is %d seconds", ordinal,
+						seg->window_in),
+				 errdetail("A dedup window is 0 (off) or a number of seconds.")));
+}
+
+/* ----------------------------------------------------------------
+ *		The dedup probe
+ * ----------------------------------------------------------------
+ */
+
+typedef struct QueenHashRef
+{
+	const uint8 *hash;
+	int32		index;
+} QueenHashRef;
+
+static int
+queen_hashref_cmp(const void *a, const void *b)
+{
+	const QueenHashRef *x = (const QueenHashRef *) a;
+	const QueenHashRef *y = (const QueenHashRef *) b;
+	int			c = memcmp(x->hash, y->hash, QUEEN_HASH_LEN);
+
+	if (c != 0)
+		return c;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
+/*
+ * Compare the segment's hashes against stored hashes in (from, last_offset]
+ * written within the window.  Runs under the partition row lock.  Returns
+ * true and fills seg->dups (in out_cxt) when anything matched, in which case
+ * nothing is written for this segment.
+ */
+static bool
+queen_probe(QueenSegment *seg, const pg_uuid_t *pid, int64 from,
+			TimestampTz now, int32 window, MemoryContext out_cxt)
+{
+	int			k = seg->msg_count;
+	const uint8 *incoming = (const uint8 *) VARDATA_ANY(seg->hashes);
+	QueenHashRef *sorted = palloc(sizeof(QueenHashRef) * k);
+	int64	   *first_off = palloc(sizeof(int64) * k);
+	Datum		values[3];
+	Portal		portal;
+	int			i,
+				ndups = 0;
+
+	for (i = 0; i < k; i++)
+	{
+		sorted[i].hash = incoming + (Size) i * QUEEN_HASH_LEN;
+		sorted[i].index = i;
+		first_off[i] = -1;
+	}
+	qsort(sorted, k, sizeof(QueenHashRef), queen_hashref_cmp);
+
+	values[0] = UUIDPGetDatum(pid);
+	values[1] = Int64GetDatum(from);
+	values[2] = TimestampTzGetDatum(now - (TimestampTz) window * USECS_PER_SEC);
+
+	/*
+	 * A cursor, because a busy partition's window can hold more hashes than
+	 * fit in memory at once; and a fresh snapshot (read_only = false),
+	 * because rows committed by the pusher whose lock we waited for are not
+	 * in the snapshot our caller started with.
+	 */
+	portal = SPI_cursor_open(NULL, queen_plan(PLAN_PROBE), values, NULL, false);
+	for (;;)
+	{
+		uint64		r;
+
+		SPI_cursor_fetch(portal, true, 64);
+		if (SPI_processed == 0)
+			break;
+		for (r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tuple = SPI_tuptable->vals[r];
+			int64		base = queen_get_int64(tuple, SPI_tuptable->tupdesc, 1);
+			bool		isnull;
+			Datum		d = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull);
+			bytea	   *stored;
+			const uint8 *h;
+			Size		nstored,
+						j;
+
+			if (isnull)
+				continue;
+			stored = DatumGetByteaPP(d);
+			h = (const uint8 *) VARDATA_ANY(stored);
+			nstored = VARSIZE_ANY_EXHDR(stored) / QUEEN_HASH_LEN;
+			for (j = 0; j < nstored; j++)
+			{
+				QueenHashRef key = {h + j * QUEEN_HASH_LEN, -1};
+				int			lo = 0,
+							hi = k;
+
+				/* lower bound: index -1 sorts before every real entry with that hash */
+				while (lo < hi)
+				{
+					int			mid = lo + (hi - lo) / 2;
+
+					if (queen_hashref_cmp(&sorted[mid], &key) < 0)
+						lo = mid + 1;
+					else
+						hi = mid;
+				}
+				for (; lo < k && memcmp(sorted[lo].hash, key.hash, QUEEN_HASH_LEN) == 0; lo++)
+				{
+					int64		off = base + (int64) j;
+					int32		idx = sorted[lo].index;
+
+					if (first_off[idx] < 0 || off < first_off[idx])
+						first_off[idx] = off;
+				}
+			}
+			if ((Pointer) stored != DatumGetPointer(d))
+				pfree(stored);	/* detoasted copy: do not let a long window pile up */
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+
+	for (i = 0; i < k; i++)
+		if (first_off[i] >= 0)
+			ndups++;
+
+	if (ndups > 0)
+	{
+		int			n = 0;
+
+		seg->dups = MemoryContextAlloc(out_cxt, sizeof(QueenDup) * ndups);
+		for (i = 0; i < k; i++)
+		{
+			if (first_off[i] < 0)
+				continue;
+			seg->dups[n].index = i;
+			seg->dups[n].offset = first_off[i];
+			n++;
+		}
+		seg->ndups = ndups;
+	}
+	pfree(sorted);
+	pfree(first_off);
+	return ndups > 0;
+}
+
+/* ----------------------------------------------------------------
+ *		Writing
+ * ----------------------------------------------------------------
+ */
+
+/* A segment whose partition is resolved, as the write steps see it. */
+typedef struct QueenTarget
+{
+	QueenSegment *seg;
+	pg_uuid_t	pid;
+	int32		window;
+	int64		last_offset;	/* as locked */
+	int64		txns_start;
+} QueenTarget;
+
+static int
+queen_target_pid_cmp(const void *a, const void *b)
+{
+	const QueenTarget *x = *(const QueenTarget *const *) a;
+	const QueenTarget *y = *(const QueenTarget *const *) b;
+
+	return queen_uuid_cmp(&x->pid, &y->pid);
+}
+
+/*
+ * Allocate offsets for targets (distinct partitions, ascending id) and write
+ * their segment and hash rows.  With stamp_after_update the rows are not
+ * pre-locked and created_at is the clock read after the allocator UPDATE
+ * took the lock; otherwise every segment gets now.
+ */
+static void
+queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_update)
+{
+	Datum	   *pids = palloc(sizeof(Datum) * n);
+	Datum	   *counts = palloc(sizeof(Datum) * n);
+	Datum	   *bases = palloc(sizeof(Datum) * n);
+	Datum	   *ends = palloc(sizeof(Datum) * n);
+	Datum	   *blobs = palloc(sizeof(Datum) * n);
+	Datum	   *hashes = palloc(sizeof(Datum) * n);
+	Datum		values[5];
+	uint64		r;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		pids[i] = UUIDPGetDatum(&targets[i]->pid);
+		counts[i] = Int64GetDatum((int64) targets[i]->seg->msg_count);
+		targets[i]->seg->status = QUEEN_SEGMENT_PENDING;
+	}
+	values[0] = queen_array_datum(pids, n, UUIDOID);
+	values[1] = queen_array_datum(counts, n, INT8OID);
+	queen_exec(PLAN_ALLOCATE, values, SPI_OK_UPDATE_RETURNING);
+
+	if (SPI_processed != (uint64) n)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("allocated offsets for %llu of %d partitions",
+						(unsigned long long) SPI_processed, n),
+				 errdetail("A partition row vanished while the bundle held its lock.")));
+
+	for (r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		QueenTarget key;
+		QueenTarget *keyp = &key;
+		QueenTarget **found;
+		int64		last;
+		QueenSegment *seg;
+		bool		isnull;
+
+		queen_get_uuid(tuple, desc, 1, &key.pid);
+		found = bsearch(&keyp, targets, n, sizeof(QueenTarget *), queen_target_pid_cmp);
+		if (found == NULL || (*found)->seg->status != QUEEN_SEGMENT_PENDING)
+			elog(ERROR, "queen: allocator returned an unexpected partition");
+		seg = (*found)->seg;
+		last = queen_get_int64(tuple, desc, 2);
+		seg->base_offset = last - seg->msg_count + 1;
+		seg->created_at = stamp_after_update ?
+			DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull)) : now;
+		seg->status = QUEEN_SEGMENT_QUEUED;
+		seg->partition_id = (*found)->pid;
+		seg->window = (*found)->window;
+	}
+	if (stamp_after_update)
+		now = targets[0]->seg->created_at;	/* single-segment path only */
+	SPI_freetuptable(SPI_tuptable);
+
+	for (i = 0; i < n; i++)
+	{
+		QueenSegment *seg = targets[i]->seg;
+
+		bases[i] = Int64GetDatum(seg->base_offset);
+		ends[i] = Int64GetDatum(seg->base_offset + seg->msg_count - 1);
+		blobs[i] = PointerGetDatum(seg->blob);
+		hashes[i] = PointerGetDatum(seg->hashes);
+	}
+	values[1] = queen_array_datum(bases, n, INT8OID);
+	values[2] = queen_array_datum(ends, n, INT8OID);
+	values[3] = TimestampTzGetDatum(now);
+	values[4] = queen_array_datum(blobs, n, BYTEAOID);
+	queen_exec(PLAN_INSERT_SEGMENTS, values, SPI_OK_INSERT);
+	pfree(DatumGetPointer(values[4]));
+	values[4] = queen_array_datum(hashes, n, BYTEAOID);
+	queen_exec(PLAN_INSERT_TXNS, values, SPI_OK_INSERT);
+}
+
+/*
+ * Probe every dedup-enabled target (all locked, ascending id) and write the
+ * ones that came back clean.
+ */
+static void
+queen_allocate_locked(QueenTarget **targets, int n, TimestampTz now,
+					  MemoryContext out_cxt)
+{
+	QueenTarget **survivors = palloc(sizeof(QueenTarget *) * n);
+	int			nsurvivors = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		QueenTarget *t = targets[i];
+		QueenSegment *seg = t->seg;
+
+		seg->partition_id = t->pid;
+		seg->window = t->window;
+		seg->ndups = 0;
+		seg->dups = NULL;
+		if (t->window > 0)
+		{
+			int64		from = Max(seg->verified, t->txns_start - 1);
+
+			if (t->last_offset > from &&
+				queen_probe(seg, &t->pid, from, now, t->window, out_cxt))
+			{
+				seg->status = QUEEN_SEGMENT_DUPLICATE;
+				seg->probed_upto = t->last_offset;
+				continue;
+			}
+		}
+		survivors[nsurvivors++] = t;
+	}
+	if (nsurvivors > 0)
+		queen_write(survivors, nsurvivors, now, false);
+	pfree(survivors);
+}
+
+/* ----------------------------------------------------------------
+ *		Entry points
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Push a bundle of segments for distinct partitions in the current
+ * transaction.  Writes each segment's verdict into it; allocations for the
+ * verdicts (dups) are made in the caller's memory context.
+ */
+void
+queen_push_bundle(QueenSegment *segs, int nsegs)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Datum	   *qnames;
+	Datum	   *pnames;
+	Datum	   *tenants;
+	Datum		values[NAME_ARGS];
+	QueenTarget *targets;
+	QueenTarget **ordered;
+	bool	   *resolved;
+	TimestampTz now;
+	uint64		r;
+	int			i;
+
+	if (nsegs <= 0)
+		return;
+
+	for (i = 0; i < nsegs; i++)
+	{
+		queen_validate_segment(&segs[i], i + 1);
+		segs[i].status = QUEEN_SEGMENT_PENDING;
+	}
+
+	queen_spi_connect();
+
+	qnames = palloc(sizeof(Datum) * nsegs);
+	pnames = palloc(sizeof(Datum) * nsegs);
+	tenants = palloc(sizeof(Datum) * nsegs);
+	for (i = 0; i < nsegs; i++)
+	{
+		qnames[i] = CStringGetTextDatum(segs[i].queue);
+		pnames[i] = CStringGetTextDatum(segs[i].partition);
+		tenants[i] = UUIDPGetDatum(&segs[i].tenant);
+	}
+	values[0] = queen_array_datum(qnames, nsegs, TEXTOID);
+	values[1] = queen_array_datum(pnames, nsegs, TEXTOID);
+	values[2] = queen_array_datum(tenants, nsegs, UUIDOID);
+
+	/* Provisioning skip: the steady state pays one index probe per segment. */
+	queen_exec(PLAN_COUNT_MISSING, values, SPI_OK_SELECT);
+	if (queen_get_int32(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) > 0)
+	{
+		queen_exec(PLAN_PROVISION_QUEUES, values, SPI_OK_INSERT);
+		queen_exec(PLAN_PROVISION_PARTITIONS, values, SPI_OK_INSERT);
+	}
+
+	queen_exec(PLAN_PRELOCK, values, SPI_OK_SELECT);
+	if (SPI_processed != (uint64) nsegs)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("resolved %llu of %d segments to partitions",
+						(unsigned long long) SPI_processed, nsegs),
+				 errdetail("Every segment must name a queue and partition that exist or can be created.")));
+
+	/* The statement already returned rows in ascending partition id. */
+	targets = palloc(sizeof(QueenTarget) * nsegs);
+	ordered = palloc(sizeof(QueenTarget *) * nsegs);
+	resolved = palloc0(sizeof(bool) * nsegs);
+	for (r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		int32		ord = queen_get_int32(tuple, desc, 1);
+		QueenTarget *t = &targets[r];
+
+		if (ord < 1 || ord > nsegs || resolved[ord - 1])
+			elog(ERROR, "queen: pre-lock returned segment %d twice or out of range", ord);
+		resolved[ord - 1] = true;
+		t->seg = &segs[ord - 1];
+		queen_get_uuid(tuple, desc, 2, &t->pid);
+		t->window = t->seg->window_set ? t->seg->window_in :
+			queen_get_int32(tuple, desc, 3);
+		t->last_offset = queen_get_int64(tuple, desc, 4);
+		t->txns_start = queen_get_int64(tuple, desc, 5);
+		ordered[r] = t;
+
+		if (r > 0 && queen_uuid_cmp(&ordered[r - 1]->pid, &t->pid) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("queue \"%s\" partition \"%s\" appears twice in one bundle",
+							t->seg->queue, t->seg->partition),
+					 errdetail("A bundle carries at most one segment per partition; merge them into one segment.")));
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	/* One stamp for the bundle, after every lock is held. */
+	now = GetCurrentTimestamp();
+
+	queen_allocate_locked(ordered, nsegs, now, out_cxt);
+
+	for (i = 0; i < nsegs; i++)
+		if (segs[i].status != QUEEN_SEGMENT_QUEUED &&
+			segs[i].status != QUEEN_SEGMENT_DUPLICATE)
+			elog(ERROR, "queen: segment %d got no verdict", i + 1);
+
+	SPI_finish();
+}
+
+/*
+ * Push one segment whose partition id is already known (and possibly its
+ * dedup window), as log_push_one_v1 does when its caller resolved them.
+ */
+void
+queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	QueenTarget target;
+	QueenTarget *tp = &target;
+	Datum		value = UUIDPGetDatum(pid);
+
+	queen_validate_segment(seg, 1);
+	seg->status = QUEEN_SEGMENT_PENDING;
+	seg->ndups = 0;
+	seg->dups = NULL;
+
+	queen_spi_connect();
+
+	target.seg = seg;
+	target.pid = *pid;
+	target.window = seg->window_in;
+	if (!seg->window_set)
+	{
+		queen_exec(PLAN_WINDOW_OF, &value, SPI_OK_SELECT);
+		if (SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("partition %s does not exist",
+							DatumGetCString(DirectFunctionCall1(uuid_out, value)))));
+		target.window = queen_get_int32(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		SPI_freetuptable(SPI_tuptable);
+	}
+
+	if (target.window > 0)
+	{
+		/* Lock first: the probe is only final while nobody else can write. */
+		queen_exec(PLAN_LOCK_ONE, &value, SPI_OK_SELECT);
+		if (SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("partition %s does not exist",
+							DatumGetCString(DirectFunctionCall1(uuid_out, value)))));
+		target.last_offset = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		target.txns_start = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		SPI_freetuptable(SPI_tuptable);
+		queen_allocate_locked(&tp, 1, GetCurrentTimestamp(), out_cxt);
+	}
+	else
+	{
+		/* Window 0: the allocator UPDATE takes the lock and is the whole story. */
+		target.last_offset = -1;
+		target.txns_start = 0;
+		queen_write(&tp, 1, 0, true);
+	}
+
+	SPI_finish();
+}
+
+/*
+ * Fetch the segment covering offset of partition pid.  Returns false when
+ * no segment covers it (retained away, a gap, or past the tail).  The blob
+ * is copied into the caller's memory context.
+ */
+bool
+queen_segment_at(const pg_uuid_t *pid, int64 offset, QueenStoredSegment *out)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Datum		values[2];
+	bool		found = false;
+
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(pid);
+	values[1] = Int64GetDatum(offset);
+	/* A fresh snapshot: the original may have been committed after our caller's began. */
+	if (SPI_execute_plan(queen_plan(PLAN_SEGMENT_AT), values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "queen: covering-segment lookup failed");
+	if (SPI_processed == 1)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		blob;
+		MemoryContext old;
+
+		out->base_offset = queen_get_int64(tuple, desc, 1);
+		out->end_offset = queen_get_int64(tuple, desc, 2);
+		out->created_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
+		blob = SPI_getbinval(tuple, desc, 4, &isnull);
+		old = MemoryContextSwitchTo(out_cxt);
+		out->blob = DatumGetByteaPCopy(blob);
+		MemoryContextSwitchTo(old);
+		found = true;
+	}
+	SPI_finish();
+	return found;
+}
+
+/*
+ * The message id of the frame at offset of partition pid, and its segment's
+ * created_at.  False when the covering segment is gone; an ERROR when it is
+ * there but damaged, since a stored segment that cannot be read is not a
+ * condition to paper over.
+ */
+bool
+queen_resolve_message(const pg_uuid_t *pid, int64 offset,
+					  pg_uuid_t *message_id, TimestampTz *created_at)
+{
+	QueenStoredSegment stored;
+	StringInfoData raw;
+	QueenFrame	frame;
+	const char *problem;
+	size_t		pos = 0;
+	int64		o;
+
+	if (!queen_segment_at(pid, offset, &stored))
+		return false;
+
+	initStringInfo(&raw);
+	problem = queen_decompress(VARDATA_ANY(stored.blob),
+							   VARSIZE_ANY_EXHDR(stored.blob), &raw);
+	for (o = stored.base_offset; problem == NULL && o <= offset; o++)
+		problem = queen_frame_decode(raw.data, raw.len, &pos, &frame);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("segment at offset " INT64_FORMAT " is malformed: %s",
+						stored.base_offset, problem)));
+
+	*message_id = frame.message_id;
+	if (created_at)
+		*created_at = stored.created_at;
+	pfree(raw.data);
+	pfree(stored.blob);
+	return true;
+}

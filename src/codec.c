@@ -1,0 +1,474 @@
+/*-------------------------------------------------------------------------
+ *
+ * codec.c
+ *	  The frame layout, segment compression, transactionId hashing and
+ *	  UUIDv7 minting: everything that decides which bytes are stored.
+ *
+ * These bytes must stay identical to Queen's (docs/FORMAT.md), so segments
+ * written here are readable by any Queen tool and benchmarks stay
+ * comparable.  Decoding is written for hostile input: every length is
+ * checked against the bytes that remain before it is used, and problems are
+ * returned as messages rather than raised, so a broker worker can answer a
+ * client instead of unwinding.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queen.h"
+
+#include <time.h>
+
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "port/pg_bswap.h"
+#include "utils/memutils.h"
+
+/* ----------------------------------------------------------------
+ *		Frames
+ * ----------------------------------------------------------------
+ */
+
+static inline void
+queen_put_u16(char *p, uint16 v)
+{
+	p[0] = (char) (v & 0xff);
+	p[1] = (char) (v >> 8);
+}
+
+static inline void
+queen_put_u32(char *p, uint32 v)
+{
+	p[0] = (char) (v & 0xff);
+	p[1] = (char) ((v >> 8) & 0xff);
+	p[2] = (char) ((v >> 16) & 0xff);
+	p[3] = (char) (v >> 24);
+}
+
+static inline uint16
+queen_get_u16(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return (uint16) (u[0] | (u[1] << 8));
+}
+
+static inline uint32
+queen_get_u32(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return (uint32) u[0] | ((uint32) u[1] << 8) |
+		((uint32) u[2] << 16) | ((uint32) u[3] << 24);
+}
+
+/* Bytes after the 4-byte body_len field. */
+static size_t
+queen_frame_body_size(const QueenFrame *frame)
+{
+	size_t		body = 1 + UUID_LEN + 2 + frame->txn_len + frame->payload_len;
+
+	if (frame->flags & QUEEN_FRAME_TRACE)
+		body += UUID_LEN;
+	if (frame->flags & QUEEN_FRAME_PRODUCER)
+		body += 2 + frame->producer_sub_len;
+	return body;
+}
+
+/* Encoded size of a frame including its length prefix. */
+size_t
+queen_frame_size(const QueenFrame *frame)
+{
+	return 4 + queen_frame_body_size(frame);
+}
+
+/*
+ * Append one frame to buf.  The caller has validated the lengths (txn and
+ * producer sub fit their u16 prefixes by type; the body must fit a u32).
+ */
+void
+queen_frame_append(StringInfo buf, const QueenFrame *frame)
+{
+	size_t		body = queen_frame_body_size(frame);
+	char	   *p;
+
+	if (body > PG_UINT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("message of %zu bytes does not fit a frame", body)));
+
+	enlargeStringInfo(buf, (int) (4 + body));
+	p = buf->data + buf->len;
+
+	queen_put_u32(p, (uint32) body);
+	p += 4;
+	*p++ = (char) frame->flags;
+	memcpy(p, frame->message_id.data, UUID_LEN);
+	p += UUID_LEN;
+	if (frame->flags & QUEEN_FRAME_TRACE)
+	{
+		memcpy(p, frame->trace_id.data, UUID_LEN);
+		p += UUID_LEN;
+	}
+	queen_put_u16(p, frame->txn_len);
+	p += 2;
+	if (frame->txn_len > 0)
+		memcpy(p, frame->txn, frame->txn_len);
+	p += frame->txn_len;
+	if (frame->flags & QUEEN_FRAME_PRODUCER)
+	{
+		queen_put_u16(p, frame->producer_sub_len);
+		p += 2;
+		if (frame->producer_sub_len > 0)
+			memcpy(p, frame->producer_sub, frame->producer_sub_len);
+		p += frame->producer_sub_len;
+	}
+	if (frame->payload_len > 0)
+		memcpy(p, frame->payload, frame->payload_len);
+	p += frame->payload_len;
+
+	buf->len += (int) (4 + body);
+	buf->data[buf->len] = '\0';
+}
+
+/*
+ * Decode the frame at *pos of buf[0..len).  On success advance *pos past it
+ * and return NULL; on malformed input return a static description and leave
+ * *pos where the bad frame starts.  Nothing is read outside buf.
+ */
+const char *
+queen_frame_decode(const char *buf, size_t len, size_t *pos, QueenFrame *frame)
+{
+	size_t		at = *pos;
+	size_t		remaining;
+	size_t		body;
+	const char *p;
+
+	if (at >= len)
+		return "no frame left in the buffer";
+	remaining = len - at;
+	if (remaining < 4)
+		return "truncated frame length";
+	body = queen_get_u32(buf + at);
+	if (body < QUEEN_FRAME_MIN_BODY)
+		return "frame body shorter than its fixed header";
+	if (body > remaining - 4)
+		return "frame body runs past the end of the segment";
+
+	p = buf + at + 4;
+	frame->flags = (uint8) p[0];
+	if (frame->flags & ~(QUEEN_FRAME_TRACE | QUEEN_FRAME_PRODUCER | QUEEN_FRAME_ENCRYPTED))
+		return "frame has unknown flag bits";
+	p += 1;
+	body -= 1;
+	memcpy(frame->message_id.data, p, UUID_LEN);
+	p += UUID_LEN;
+	body -= UUID_LEN;
+
+	if (frame->flags & QUEEN_FRAME_TRACE)
+	{
+		if (body < UUID_LEN + 2)
+			return "frame too short for its trace id";
+		memcpy(frame->trace_id.data, p, UUID_LEN);
+		p += UUID_LEN;
+		body -= UUID_LEN;
+	}
+	else
+		memset(frame->trace_id.data, 0, UUID_LEN);
+
+	/* body >= 2 holds here: the minimum body covers txn_len */
+	frame->txn_len = queen_get_u16(p);
+	p += 2;
+	body -= 2;
+	if (frame->txn_len > body)
+		return "transaction id runs past the end of the frame";
+	frame->txn = p;
+	p += frame->txn_len;
+	body -= frame->txn_len;
+
+	if (frame->flags & QUEEN_FRAME_PRODUCER)
+	{
+		if (body < 2)
+			return "frame too short for its producer length";
+		frame->producer_sub_len = queen_get_u16(p);
+		p += 2;
+		body -= 2;
+		if (frame->producer_sub_len > body)
+			return "producer id runs past the end of the frame";
+		frame->producer_sub = p;
+		p += frame->producer_sub_len;
+		body -= frame->producer_sub_len;
+	}
+	else
+	{
+		frame->producer_sub = NULL;
+		frame->producer_sub_len = 0;
+	}
+
+	frame->payload = p;
+	frame->payload_len = (uint32) body;
+	*pos = (size_t) (p + body - buf);
+	return NULL;
+}
+
+/* ----------------------------------------------------------------
+ *		Compression
+ * ----------------------------------------------------------------
+ */
+
+/* Contexts live for the whole process: creating one costs more than a small compression. */
+static ZSTD_CCtx *queen_cctx = NULL;
+static ZSTD_DCtx *queen_dctx = NULL;
+
+/*
+ * zstd-compress data into a new bytea (one standard zstd frame).
+ */
+bytea *
+queen_compress(const char *data, size_t len, int level)
+{
+	size_t		bound = ZSTD_compressBound(len);
+	size_t		written;
+	bytea	   *out;
+
+	if (ZSTD_isError(bound) || bound > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("segment of %zu bytes is too large to compress", len)));
+
+	if (queen_cctx == NULL)
+	{
+		queen_cctx = ZSTD_createCCtx();
+		if (queen_cctx == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory creating a zstd context")));
+	}
+
+	out = (bytea *) palloc(VARHDRSZ + bound);
+	written = ZSTD_compressCCtx(queen_cctx, VARDATA(out), bound, data, len, level);
+	if (ZSTD_isError(written))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("zstd compression failed: %s", ZSTD_getErrorName(written))));
+	SET_VARSIZE(out, VARHDRSZ + written);
+	return out;
+}
+
+/*
+ * Decompress one or more concatenated zstd frames, appending to out.  Uses
+ * the streaming decoder so a frame without (or with a lying) content size
+ * still decodes.  Returns NULL on success or a description of the damage.
+ * Output is bounded by StringInfo's 1 GB limit, which raises an ERROR.
+ */
+const char *
+queen_decompress(const char *data, size_t len, StringInfo out)
+{
+	ZSTD_inBuffer in = {data, len, 0};
+	unsigned long long hint;
+
+	if (len == 0)
+		return "empty segment blob";
+
+	if (queen_dctx == NULL)
+	{
+		queen_dctx = ZSTD_createDCtx();
+		if (queen_dctx == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory creating a zstd context")));
+	}
+	else
+		ZSTD_DCtx_reset(queen_dctx, ZSTD_reset_session_only);
+
+	/*
+	 * A content size in the header lets the common case decode in one pass;
+	 * it is only a hint, and capped so a forged header cannot make us
+	 * allocate far more than the data could plausibly hold.
+	 */
+	hint = ZSTD_getFrameContentSize(data, len);
+	if (hint != ZSTD_CONTENTSIZE_UNKNOWN && hint != ZSTD_CONTENTSIZE_ERROR &&
+		hint <= 64 * 1024 * 1024)
+		enlargeStringInfo(out, (int) hint + 1);
+
+	for (;;)
+	{
+		ZSTD_outBuffer o;
+		size_t		ret;
+
+		if (out->maxlen - out->len < 4096)
+			enlargeStringInfo(out, out->maxlen);	/* doubles; 1 GB cap */
+		o.dst = out->data + out->len;
+		o.size = (size_t) (out->maxlen - out->len - 1);
+		o.pos = 0;
+
+		ret = ZSTD_decompressStream(queen_dctx, &o, &in);
+		if (ZSTD_isError(ret))
+		{
+			ZSTD_DCtx_reset(queen_dctx, ZSTD_reset_session_only);
+			return ZSTD_getErrorName(ret);
+		}
+		out->len += (int) o.pos;
+		out->data[out->len] = '\0';
+
+		if (in.pos == in.size)
+		{
+			if (ret == 0)
+				return NULL;	/* every frame complete */
+			if (o.pos < o.size)
+			{
+				/* input gone, output not full, frame unfinished */
+				ZSTD_DCtx_reset(queen_dctx, ZSTD_reset_session_only);
+				return "compressed data is truncated";
+			}
+		}
+	}
+}
+
+/* ----------------------------------------------------------------
+ *		Hashing and ids
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * XXH3-128 (seed 0) of the transactionId bytes, in xxHash's canonical
+ * big-endian form: the 16 bytes stored in log_txns and compared by probes.
+ */
+void
+queen_txn_hash(const char *txn, size_t len, uint8 *out)
+{
+	XXH128_hash_t h = XXH3_128bits(txn, len);
+	XXH128_canonical_t canon;
+
+	XXH128_canonicalFromHash(&canon, h);
+	memcpy(out, canon.digest, QUEEN_HASH_LEN);
+}
+
+/* Random bytes are drawn in blocks: one pg_strong_random call per 25 ids. */
+static uint8 queen_random_pool[256];
+static int	queen_random_left = 0;
+
+static void
+queen_random_bytes(uint8 *out, int n)
+{
+	if (queen_random_left < n)
+	{
+		if (!pg_strong_random(queen_random_pool, sizeof(queen_random_pool)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not generate random bytes for a message id")));
+		queen_random_left = sizeof(queen_random_pool);
+	}
+	memcpy(out, queen_random_pool + sizeof(queen_random_pool) - queen_random_left, n);
+	queen_random_left -= n;
+}
+
+/*
+ * Mint a UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then a 12-bit counter
+ * in rand_a so ids minted by one process are strictly increasing even within
+ * one millisecond (method 1 of section 6.2); when the counter overflows the
+ * timestamp is advanced by one millisecond rather than breaking the order.
+ */
+void
+queen_uuid_v7(pg_uuid_t *out)
+{
+	static uint64 last_ms = 0;
+	static uint32 counter = 0;
+	struct timespec ts;
+	uint64		ms;
+	uint8		rnd[9];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ms = (uint64) ts.tv_sec * 1000 + (uint64) ts.tv_nsec / 1000000;
+	queen_random_bytes(rnd, sizeof(rnd));
+
+	if (ms > last_ms)
+	{
+		last_ms = ms;
+		/* start low so the counter has room for a burst */
+		counter = ((uint32) rnd[8]) & 0x3ff;
+	}
+	else
+	{
+		counter++;
+		if (counter > 0xfff)
+		{
+			last_ms++;
+			counter = 0;
+		}
+	}
+
+	out->data[0] = (uint8) (last_ms >> 40);
+	out->data[1] = (uint8) (last_ms >> 32);
+	out->data[2] = (uint8) (last_ms >> 24);
+	out->data[3] = (uint8) (last_ms >> 16);
+	out->data[4] = (uint8) (last_ms >> 8);
+	out->data[5] = (uint8) last_ms;
+	out->data[6] = (uint8) (0x70 | ((counter >> 8) & 0x0f));
+	out->data[7] = (uint8) (counter & 0xff);
+	out->data[8] = (uint8) (0x80 | (rnd[0] & 0x3f));
+	memcpy(out->data + 9, rnd + 1, 7);
+}
+
+/* Canonical 36-character text form; out must hold 37 bytes. */
+void
+queen_uuid_format(const pg_uuid_t *uuid, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	int			i;
+	char	   *p = out;
+
+	for (i = 0; i < UUID_LEN; i++)
+	{
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			*p++ = '-';
+		*p++ = hex[uuid->data[i] >> 4];
+		*p++ = hex[uuid->data[i] & 0x0f];
+	}
+	*p = '\0';
+}
+
+static int
+queen_hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Parse the canonical 8-4-4-4-12 form (or 32 bare hex digits) without
+ * raising, for settings whose check hooks must not throw.
+ */
+bool
+queen_uuid_parse(const char *text, pg_uuid_t *out)
+{
+	size_t		len = strlen(text);
+	bool		dashed = (len == 36);
+	const char *p = text;
+	int			i;
+
+	if (len != 36 && len != 32)
+		return false;
+	for (i = 0; i < UUID_LEN; i++)
+	{
+		int			hi,
+					lo;
+
+		if (dashed && (i == 4 || i == 6 || i == 8 || i == 10))
+		{
+			if (*p != '-')
+				return false;
+			p++;
+		}
+		hi = queen_hex_value(p[0]);
+		lo = queen_hex_value(p[1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		out->data[i] = (uint8) ((hi << 4) | lo);
+		p += 2;
+	}
+	return *p == '\0';
+}

@@ -1,0 +1,24 @@
+/*-------------------------------------------------------------------------
+ *
+ * module.c
+ *	  Extension entry point.
+ *
+ * Queen works without being preloaded: the SQL door only needs its
+ * settings, defined here on first load.  Background workers and shared
+ * memory are registered from here too once the broker exists.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queen.h"
+
+#include "fmgr.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	queen_define_gucs();
+}

@@ -1,0 +1,560 @@
+/*-------------------------------------------------------------------------
+ *
+ * push.c
+ *	  queen.push: the SQL door, with the same contract as the HTTP push,
+ *	  inside the caller's own transaction.
+ *
+ * A call is handled as the broker handles a request, minus the fusion:
+ * mint a UUIDv7 per item, default the transactionId to the id's text,
+ * layer-1 dedup on (queue, partition, transactionId) inside the call, group
+ * by (tenant, queue, partition), layer-2 dedup on the XXH3-128 hashes inside
+ * each group, build the hash blob and the zstd payload blob, and hand every
+ * group to the allocator as one bundle.  A group that comes back duplicate
+ * wrote nothing; its duplicates are removed and the survivors go round
+ * again in the same transaction, vouched up to the offset the probe
+ * covered, so they are not probed twice.  Duplicates report the original's
+ * message id, found through the covering segment.
+ *
+ * Payloads arrive as jsonb, so what is stored is jsonb's canonical text of
+ * the value, byte for byte what queen.read and the HTTP pop give back.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queen.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "access/htup_details.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+PG_FUNCTION_INFO_V1(queen_push_one);
+PG_FUNCTION_INFO_V1(queen_push_items);
+
+typedef enum QueenItemStatus
+{
+	QUEEN_ITEM_PENDING = 0,
+	QUEEN_ITEM_QUEUED,
+	QUEEN_ITEM_DUPLICATE
+} QueenItemStatus;
+
+/* One item of a push call. */
+typedef struct QueenPushItem
+{
+	/* input; strings NUL-terminated */
+	const char *queue;
+	const char *partition;
+	const char *txn;			/* NULL or empty: minted */
+	const char *payload;
+	size_t		payload_len;
+
+	/* decided here */
+	pg_uuid_t	message_id;		/* minted; a duplicate's becomes the original's */
+	uint8		hash[QUEEN_HASH_LEN];
+	int			leader;			/* item whose verdict this one copies, or -1 */
+	QueenItemStatus status;
+	int64		log_offset;		/* -1: unknown */
+	TimestampTz created_at;
+	bool		created_known;
+	pg_uuid_t	partition_id;	/* for duplicates: where the original lives */
+} QueenPushItem;
+
+/* The frames one (queue, partition) contributes to the bundle. */
+typedef struct QueenPushGroup
+{
+	int		   *frames;			/* item indexes still to be stored, item order */
+	int			nframes;
+	int64		verified;
+	QueenSegment seg;
+} QueenPushGroup;
+
+/* ----------------------------------------------------------------
+ *		Ordering helpers (sort-based grouping: no hash tables to size)
+ * ----------------------------------------------------------------
+ */
+
+static QueenPushItem *queen_sort_items;	/* the array qsort comparators look at */
+
+static int
+queen_cmp_target(const void *a, const void *b)
+{
+	const QueenPushItem *x = &queen_sort_items[*(const int *) a];
+	const QueenPushItem *y = &queen_sort_items[*(const int *) b];
+	int			c;
+
+	c = strcmp(x->queue, y->queue);
+	if (c == 0)
+		c = strcmp(x->partition, y->partition);
+	return c;
+}
+
+static int
+queen_cmp_index(const void *a, const void *b)
+{
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* (queue, partition, transactionId, index): runs are layer-1 duplicates. */
+static int
+queen_cmp_identity(const void *a, const void *b)
+{
+	int			c = queen_cmp_target(a, b);
+
+	if (c == 0)
+		c = strcmp(queen_sort_items[*(const int *) a].txn,
+				   queen_sort_items[*(const int *) b].txn);
+	if (c == 0)
+		c = queen_cmp_index(a, b);
+	return c;
+}
+
+/* (hash, index): runs are layer-2 duplicates. */
+static int
+queen_cmp_hash(const void *a, const void *b)
+{
+	int			c = memcmp(queen_sort_items[*(const int *) a].hash,
+						   queen_sort_items[*(const int *) b].hash, QUEEN_HASH_LEN);
+
+	if (c == 0)
+		c = queen_cmp_index(a, b);
+	return c;
+}
+
+/* ----------------------------------------------------------------
+ *		The push
+ * ----------------------------------------------------------------
+ */
+
+static void
+queen_validate_item(const QueenPushItem *item, int i)
+{
+	if (item->queue == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("items[%d]: queue is required", i)));
+	if (item->payload == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("items[%d]: payload is required", i),
+				 errhint("A JSON null payload is written as 'null'::jsonb.")));
+	queen_check_queue_name(item->queue, strlen(item->queue));
+	queen_check_partition_name(item->partition, strlen(item->partition));
+	if (item->txn != NULL && item->txn[0] != '\0')
+		queen_check_transaction_id(item->txn, strlen(item->txn));
+}
+
+/* Pack the group's pending frames into its segment (hash blob + zstd blob). */
+static void
+queen_group_build(QueenPushGroup *g, QueenPushItem *items, const pg_uuid_t *tenant)
+{
+	StringInfoData packed;
+	bytea	   *hashes = palloc(VARHDRSZ + (Size) g->nframes * QUEEN_HASH_LEN);
+	int			k;
+
+	initStringInfo(&packed);
+	SET_VARSIZE(hashes, VARHDRSZ + (Size) g->nframes * QUEEN_HASH_LEN);
+	for (k = 0; k < g->nframes; k++)
+	{
+		QueenPushItem *item = &items[g->frames[k]];
+		QueenFrame	frame;
+
+		memset(&frame, 0, sizeof(frame));
+		frame.message_id = item->message_id;
+		frame.txn = item->txn;
+		frame.txn_len = (uint16) strlen(item->txn);
+		frame.payload = item->payload;
+		frame.payload_len = (uint32) item->payload_len;
+		queen_frame_append(&packed, &frame);
+		memcpy(VARDATA(hashes) + (Size) k * QUEEN_HASH_LEN, item->hash, QUEEN_HASH_LEN);
+	}
+
+	memset(&g->seg, 0, sizeof(g->seg));
+	g->seg.queue = items[g->frames[0]].queue;
+	g->seg.partition = items[g->frames[0]].partition;
+	g->seg.tenant = *tenant;
+	g->seg.msg_count = g->nframes;
+	g->seg.hashes = hashes;
+	g->seg.verified = g->verified;
+	g->seg.blob = queen_compress(packed.data, packed.len, queen_zstd_level);
+	pfree(packed.data);
+}
+
+/*
+ * Push items as one bundle in the current transaction and fill in every
+ * item's verdict.
+ */
+static void
+queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant)
+{
+	int		   *order;
+	QueenPushGroup *groups;
+	QueenSegment *segs;
+	QueenPushGroup **round;
+	int			ngroups = 0;
+	int			i,
+				j;
+
+	if (n == 0)
+		return;
+
+	for (i = 0; i < n; i++)
+	{
+		QueenPushItem *item = &items[i];
+
+		queen_validate_item(item, i);
+		queen_uuid_v7(&item->message_id);
+		if (item->txn == NULL || item->txn[0] == '\0')
+		{
+			char	   *minted = palloc(UUID_LEN * 2 + 5);
+
+			queen_uuid_format(&item->message_id, minted);
+			item->txn = minted;
+		}
+		queen_txn_hash(item->txn, strlen(item->txn), item->hash);
+		item->leader = -1;
+		item->status = QUEEN_ITEM_PENDING;
+		item->log_offset = -1;
+		item->created_known = false;
+	}
+
+	/* Layer 1: the first occurrence of (queue, partition, txn) leads. */
+	order = palloc(sizeof(int) * n);
+	for (i = 0; i < n; i++)
+		order[i] = i;
+	queen_sort_items = items;
+	qsort(order, n, sizeof(int), queen_cmp_identity);
+	for (i = 1; i < n; i++)
+	{
+		QueenPushItem *prev = &items[order[i - 1]];
+		QueenPushItem *cur = &items[order[i]];
+
+		if (strcmp(prev->queue, cur->queue) == 0 &&
+			strcmp(prev->partition, cur->partition) == 0 &&
+			strcmp(prev->txn, cur->txn) == 0)
+			cur->leader = prev->leader >= 0 ? prev->leader : order[i - 1];
+	}
+
+	/*
+	 * Groups: runs of equal (queue, partition) in that order.  Inside a
+	 * group, layer 2 on the hashes (only a hash collision between different
+	 * transactionIds reaches it), then frames go in item order.
+	 */
+	groups = palloc0(sizeof(QueenPushGroup) * n);
+	for (i = 0; i < n; i = j)
+	{
+		QueenPushGroup *g = &groups[ngroups];
+		int			k;
+
+		for (j = i + 1; j < n && queen_cmp_target(&order[i], &order[j]) == 0; j++)
+			;
+		g->frames = palloc(sizeof(int) * (j - i));
+		for (k = i; k < j; k++)
+			if (items[order[k]].leader < 0)
+				g->frames[g->nframes++] = order[k];
+
+		qsort(g->frames, g->nframes, sizeof(int), queen_cmp_hash);
+		for (k = 1; k < g->nframes; k++)
+		{
+			QueenPushItem *prev = &items[g->frames[k - 1]];
+			QueenPushItem *cur = &items[g->frames[k]];
+
+			if (memcmp(prev->hash, cur->hash, QUEEN_HASH_LEN) == 0)
+				cur->leader = prev->leader >= 0 ? prev->leader : g->frames[k - 1];
+		}
+		{
+			int			kept = 0;
+
+			for (k = 0; k < g->nframes; k++)
+				if (items[g->frames[k]].leader < 0)
+					g->frames[kept++] = g->frames[k];
+			g->nframes = kept;
+		}
+		qsort(g->frames, g->nframes, sizeof(int), queen_cmp_index);
+		g->verified = -1;
+		ngroups++;
+	}
+
+	/*
+	 * Rounds: every group with frames left goes into one bundle.  A
+	 * duplicate verdict wrote nothing and names the duplicated frames;
+	 * dropping them and going again terminates because each round removes
+	 * at least one frame from every group it does not finish.
+	 */
+	segs = palloc(sizeof(QueenSegment) * ngroups);
+	round = palloc(sizeof(QueenPushGroup *) * ngroups);
+	for (;;)
+	{
+		int			nround = 0;
+
+		for (i = 0; i < ngroups; i++)
+		{
+			if (groups[i].nframes == 0)
+				continue;
+			queen_group_build(&groups[i], items, tenant);
+			round[nround] = &groups[i];
+			segs[nround] = groups[i].seg;
+			nround++;
+		}
+		if (nround == 0)
+			break;
+
+		queen_push_bundle(segs, nround);
+
+		for (i = 0; i < nround; i++)
+		{
+			QueenPushGroup *g = round[i];
+			QueenSegment *seg = &segs[i];
+			int			k;
+
+			pfree(seg->blob);
+			pfree(seg->hashes);
+			if (seg->status == QUEEN_SEGMENT_QUEUED)
+			{
+				for (k = 0; k < g->nframes; k++)
+				{
+					QueenPushItem *item = &items[g->frames[k]];
+
+					item->status = QUEEN_ITEM_QUEUED;
+					item->log_offset = seg->base_offset + k;
+					item->created_at = seg->created_at;
+					item->created_known = true;
+				}
+				g->nframes = 0;
+			}
+			else
+			{
+				int			kept = 0,
+							d = 0;
+
+				/* dups are ascending by frame index */
+				for (k = 0; k < g->nframes; k++)
+				{
+					QueenPushItem *item = &items[g->frames[k]];
+
+					if (d < seg->ndups && seg->dups[d].index == k)
+					{
+						item->status = QUEEN_ITEM_DUPLICATE;
+						item->log_offset = seg->dups[d].offset;
+						item->partition_id = seg->partition_id;
+						d++;
+					}
+					else
+						g->frames[kept++] = g->frames[k];
+				}
+				if (kept == g->nframes)
+					elog(ERROR, "queen: duplicate verdict named no frame");
+				g->nframes = kept;
+				g->verified = seg->probed_upto;
+			}
+		}
+	}
+
+	/* Duplicates of stored messages report the original's id and time. */
+	for (i = 0; i < n; i++)
+	{
+		QueenPushItem *item = &items[i];
+
+		if (item->leader >= 0 || item->status != QUEEN_ITEM_DUPLICATE)
+			continue;
+		if (queen_resolve_message(&item->partition_id, item->log_offset,
+								  &item->message_id, &item->created_at))
+			item->created_known = true;
+		else
+			memset(item->message_id.data, 0, UUID_LEN);	/* retained away */
+	}
+
+	/* Followers inherit their leader's final verdict, as duplicates. */
+	for (i = 0; i < n; i++)
+	{
+		QueenPushItem *item = &items[i];
+		QueenPushItem *leader;
+
+		if (item->leader < 0)
+			continue;
+		leader = &items[item->leader];
+		item->status = QUEEN_ITEM_DUPLICATE;
+		item->message_id = leader->message_id;
+		item->log_offset = leader->log_offset;
+		item->created_at = leader->created_at;
+		item->created_known = leader->created_known;
+	}
+}
+
+/* ----------------------------------------------------------------
+ *		SQL functions
+ * ----------------------------------------------------------------
+ */
+
+static HeapTuple
+queen_result_tuple(TupleDesc desc, const QueenPushItem *item, int index)
+{
+	Datum		values[8];
+	bool		nulls[8];
+	pg_uuid_t  *mid = palloc(sizeof(pg_uuid_t));
+
+	memset(nulls, 0, sizeof(nulls));
+	*mid = item->message_id;
+	values[0] = Int32GetDatum(index);
+	values[1] = UUIDPGetDatum(mid);
+	values[2] = CStringGetTextDatum(item->txn);
+	values[3] = CStringGetTextDatum(item->queue);
+	values[4] = CStringGetTextDatum(item->partition);
+	values[5] = CStringGetTextDatum(item->status == QUEEN_ITEM_QUEUED ? "queued" : "duplicate");
+	values[6] = Int64GetDatum(item->log_offset);
+	nulls[6] = item->log_offset < 0;
+	values[7] = TimestampTzGetDatum(item->created_at);
+	nulls[7] = !item->created_known;
+	return heap_form_tuple(desc, values, nulls);
+}
+
+/* jsonb's canonical text of a value; scalars are wrapped to be printed. */
+static char *
+queen_jsonb_value_text(JsonbValue *v, size_t *len)
+{
+	char	   *text;
+
+	if (v->type == jbvBinary)
+		text = JsonbToCString(NULL, v->val.binary.data, v->val.binary.len);
+	else
+	{
+		Jsonb	   *wrapped = JsonbValueToJsonb(v);
+
+		text = JsonbToCString(NULL, &wrapped->root, VARSIZE(wrapped));
+	}
+	*len = strlen(text);
+	return text;
+}
+
+/* An optional string field of an item object; NULL when absent or null. */
+static const char *
+queen_item_string(JsonbContainer *obj, const char *key, int i)
+{
+	JsonbValue	v;
+
+	if (getKeyJsonValueFromContainer(obj, key, strlen(key), &v) == NULL ||
+		v.type == jbvNull)
+		return NULL;
+	if (v.type != jbvString)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("items[%d]: %s must be a string", i, key)));
+	return pnstrdup(v.val.string.val, v.val.string.len);
+}
+
+/*
+ * queen.push(queue, payload, partition, transaction_id) -> queen.push_result
+ */
+Datum
+queen_push_one(PG_FUNCTION_ARGS)
+{
+	QueenPushItem item;
+	TupleDesc	desc;
+	pg_uuid_t	tenant;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "queen.push must return a composite type");
+	desc = BlessTupleDesc(desc);
+
+	memset(&item, 0, sizeof(item));
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("queue must not be NULL")));
+	item.queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payload must not be NULL"),
+				 errhint("A JSON null payload is written as 'null'::jsonb.")));
+	{
+		Jsonb	   *payload = PG_GETARG_JSONB_P(1);
+
+		item.payload = JsonbToCString(NULL, &payload->root, VARSIZE(payload));
+		item.payload_len = strlen(item.payload);
+	}
+	item.partition = PG_ARGISNULL(2) ? "Default" : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	item.txn = PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3));
+
+	queen_session_tenant(&tenant);
+	queen_push_items_core(&item, 1, &tenant);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(queen_result_tuple(desc, &item, 0)));
+}
+
+/*
+ * queen.push(items jsonb) -> setof queen.push_result
+ *
+ * items is the HTTP body's array, or the whole body {"items": [...]}.
+ */
+Datum
+queen_push_items(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Jsonb	   *body;
+	JsonbContainer *array;
+	QueenPushItem *items;
+	pg_uuid_t	tenant;
+	int			n,
+				i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("items must not be NULL")));
+	body = PG_GETARG_JSONB_P(0);
+
+	if (JB_ROOT_IS_ARRAY(body) && !JB_ROOT_IS_SCALAR(body))
+		array = &body->root;
+	else if (JB_ROOT_IS_OBJECT(body))
+	{
+		JsonbValue	v;
+
+		if (getKeyJsonValueFromContainer(&body->root, "items", 5, &v) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("push body has no \"items\" array")));
+		if (v.type != jbvBinary || !JsonContainerIsArray(v.val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("\"items\" must be an array")));
+		array = v.val.binary.data;
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("push body must be an array of items or an object with an \"items\" array")));
+
+	n = JsonContainerSize(array);
+	items = palloc0(sizeof(QueenPushItem) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		JsonbValue *v = getIthJsonbValueFromContainer(array, i);
+		JsonbContainer *obj;
+		JsonbValue	payload;
+
+		if (v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("items[%d] must be an object", i)));
+		obj = v->val.binary.data;
+		items[i].queue = queen_item_string(obj, "queue", i);
+		items[i].partition = queen_item_string(obj, "partition", i);
+		if (items[i].partition == NULL)
+			items[i].partition = "Default";
+		items[i].txn = queen_item_string(obj, "transactionId", i);
+		if (getKeyJsonValueFromContainer(obj, "payload", 7, &payload) != NULL)
+			items[i].payload = queen_jsonb_value_text(&payload, &items[i].payload_len);
+	}
+
+	queen_session_tenant(&tenant);
+	queen_push_items_core(items, n, &tenant);
+
+	for (i = 0; i < n; i++)
+		tuplestore_puttuple(rsinfo->setResult,
+							queen_result_tuple(rsinfo->setDesc, &items[i], i));
+	return (Datum) 0;
+}

@@ -1,0 +1,165 @@
+/*-------------------------------------------------------------------------
+ *
+ * queen.h
+ *	  Declarations shared by every part of the Queen extension: the frame
+ *	  codec, name validation, the allocator core, the SQL door and settings.
+ *
+ * The allocator and codec form one C core.  The SQL functions, queen.push
+ * and (later) the broker's shards all call these entry points, so there is
+ * exactly one place where an offset is assigned and one frame layout.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_H
+#define QUEEN_H
+
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+/* The tenant every request belongs to unless it says otherwise. */
+#define QUEEN_DEFAULT_TENANT	"00000000-0000-0000-0000-000000000001"
+
+/* Bytes of one transactionId hash in log_txns.hashes and in hash blobs. */
+#define QUEEN_HASH_LEN			16
+
+/* Longest queue and partition name in bytes (queues.name is varchar(255)). */
+#define QUEEN_MAX_NAME_BYTES	255
+
+/* txn_len is a u16 in the frame header. */
+#define QUEEN_MAX_TXN_BYTES		65535
+
+/* Frame flag bits (docs/FORMAT.md). */
+#define QUEEN_FRAME_TRACE		0x01
+#define QUEEN_FRAME_PRODUCER	0x02
+#define QUEEN_FRAME_ENCRYPTED	0x04
+
+/* body_len counts flags (1) + message id (16) + txn_len (2) at least. */
+#define QUEEN_FRAME_MIN_BODY	19
+
+/* ----------------------------------------------------------------
+ *		Settings (guc.c)
+ * ----------------------------------------------------------------
+ */
+extern int	queen_zstd_level;
+extern char *queen_tenant_setting;
+
+extern void queen_define_gucs(void);
+extern void queen_session_tenant(pg_uuid_t *out);
+
+/* ----------------------------------------------------------------
+ *		Frame codec, hashing and ids (codec.c)
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * One frame.  Pointers borrow from the buffer the frame was decoded from (or
+ * the caller's data when encoding); nothing here owns memory.
+ */
+typedef struct QueenFrame
+{
+	uint8		flags;
+	pg_uuid_t	message_id;
+	pg_uuid_t	trace_id;		/* valid when flags & QUEEN_FRAME_TRACE */
+	const char *txn;
+	uint16		txn_len;
+	const char *producer_sub;	/* valid when flags & QUEEN_FRAME_PRODUCER */
+	uint16		producer_sub_len;
+	const char *payload;
+	uint32		payload_len;
+} QueenFrame;
+
+extern size_t queen_frame_size(const QueenFrame *frame);
+extern void queen_frame_append(StringInfo buf, const QueenFrame *frame);
+extern const char *queen_frame_decode(const char *buf, size_t len, size_t *pos,
+									  QueenFrame *frame);
+
+extern bytea *queen_compress(const char *data, size_t len, int level);
+extern const char *queen_decompress(const char *data, size_t len,
+									StringInfo out);
+
+extern void queen_txn_hash(const char *txn, size_t len, uint8 *out);
+extern void queen_uuid_v7(pg_uuid_t *out);
+extern void queen_uuid_format(const pg_uuid_t *uuid, char *out);
+extern bool queen_uuid_parse(const char *text, pg_uuid_t *out);
+
+/* ----------------------------------------------------------------
+ *		Input validation (names.c)
+ * ----------------------------------------------------------------
+ */
+extern const char *queen_name_problem(const char *name, size_t len,
+									  size_t max_len);
+extern void queen_check_queue_name(const char *name, size_t len);
+extern void queen_check_partition_name(const char *name, size_t len);
+extern void queen_check_transaction_id(const char *txn, size_t len);
+
+/* ----------------------------------------------------------------
+ *		The allocator core (alloc.c)
+ * ----------------------------------------------------------------
+ */
+typedef enum QueenSegmentStatus
+{
+	QUEEN_SEGMENT_PENDING = 0,
+	QUEEN_SEGMENT_QUEUED,
+	QUEEN_SEGMENT_DUPLICATE
+} QueenSegmentStatus;
+
+/* A frame of an incoming segment that matched a stored transactionId. */
+typedef struct QueenDup
+{
+	int32		index;			/* incoming frame index, 0-based */
+	int64		offset;			/* absolute offset of the original */
+} QueenDup;
+
+/*
+ * One segment of a bundle: what the caller supplies, then the verdict the
+ * allocator writes back.  Strings are NUL-terminated; hashes and blob are
+ * complete varlenas so they can go to SPI without a copy.
+ */
+typedef struct QueenSegment
+{
+	/* input */
+	const char *queue;
+	const char *partition;
+	pg_uuid_t	tenant;
+	int32		msg_count;
+	bytea	   *hashes;			/* 16 * msg_count bytes, frame order */
+	int64		verified;		/* caller vouches: no hash at offset <= this */
+	bytea	   *blob;			/* zstd(packed frames) */
+	bool		window_set;		/* use window_in instead of the queue's */
+	int32		window_in;
+
+	/* output */
+	QueenSegmentStatus status;
+	pg_uuid_t	partition_id;
+	int32		window;			/* dedup window the queue had, seconds */
+	int64		base_offset;	/* queued: offset of frame 0 */
+	TimestampTz created_at;		/* queued: the bundle's timestamp */
+	int64		probed_upto;	/* duplicate: last_offset the probe covered */
+	int			ndups;
+	QueenDup   *dups;			/* duplicate: ascending by index */
+} QueenSegment;
+
+extern void queen_spi_connect(void);
+extern struct _SPI_plan *queen_keep_plan(const char *sql, int nargs, Oid *argtypes);
+extern void queen_push_bundle(QueenSegment *segs, int nsegs);
+extern void queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid);
+
+/* The covering segment of an offset, as log_segment_at_v1 returns it. */
+typedef struct QueenStoredSegment
+{
+	int64		base_offset;
+	int64		end_offset;
+	TimestampTz created_at;
+	bytea	   *blob;
+} QueenStoredSegment;
+
+extern bool queen_segment_at(const pg_uuid_t *pid, int64 offset,
+							 QueenStoredSegment *out);
+extern bool queen_resolve_message(const pg_uuid_t *pid, int64 offset,
+								  pg_uuid_t *message_id,
+								  TimestampTz *created_at);
+
+#endif							/* QUEEN_H */
