@@ -254,6 +254,11 @@ RETURNS TABLE (
 AS 'MODULE_PATHNAME', 'queen_unpack_frames_sql'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+CREATE FUNCTION queen.decompress_segment(blob bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'queen_decompress_segment_sql'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 -- 16-byte slices of a hash blob, 0-based; plain SQL, used off the hot path.
 CREATE FUNCTION queen.log_unnest_hashes(p_hashes bytea)
 RETURNS TABLE (idx int, h bytea)

@@ -585,13 +585,6 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 	values[1] = queen_array_datum(counts, n, INT8OID);
 	queen_exec(PLAN_ALLOCATE, values, SPI_OK_UPDATE_RETURNING);
 
-	if (SPI_processed != (uint64) n)
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("allocated offsets for %llu of %d partitions",
-						(unsigned long long) SPI_processed, n),
-				 errdetail("A partition row vanished while the bundle held its lock.")));
-
 	for (r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tuple = SPI_tuptable->vals[r];
@@ -616,6 +609,18 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 		seg->partition_id = (*found)->pid;
 		seg->window = (*found)->window;
 	}
+	/*
+	 * Completeness: a row that did not come back was deleted under us (only
+	 * possible on the path without a pre-lock), and nothing may be inserted
+	 * for it.
+	 */
+	for (i = 0; i < n; i++)
+		if (targets[i]->seg->status != QUEEN_SEGMENT_QUEUED)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("partition %s does not exist",
+							DatumGetCString(DirectFunctionCall1(uuid_out,
+																UUIDPGetDatum(&targets[i]->pid))))));
 	if (stamp_after_update)
 		now = targets[0]->seg->created_at;	/* single-segment path only */
 	SPI_freetuptable(SPI_tuptable);

@@ -89,12 +89,13 @@ queen_push_verdict(JsonbParseState **state, const QueenSegment *seg)
 	queen_jsonb_key(state, "status");
 	if (seg->status == QUEEN_SEGMENT_QUEUED)
 	{
-		char		created[64];
+		/* pushJsonbValue keeps the pointer, so the text must outlive this frame */
+		char	   *created = palloc(64);
 
 		queen_jsonb_string(state, "queued");
 		queen_jsonb_key(state, "baseOffset");
 		queen_jsonb_int(state, seg->base_offset);
-		queen_format_created_at(seg->created_at, created, sizeof(created));
+		queen_format_created_at(seg->created_at, created, 64);
 		queen_jsonb_key(state, "createdAt");
 		queen_jsonb_string(state, created);
 	}
@@ -244,16 +245,26 @@ queen_log_push_multi_v1(PG_FUNCTION_ARGS)
 	for (i = 0; i < 7; i++)
 		counts[i] = queen_array_elems(fcinfo, i, argnames[i], &elems[i], &nulls[i]);
 
-	/* Alignment guard: a silent misalignment would demux wrong verdicts. */
+	/*
+	 * Alignment guard: a silent misalignment would demux wrong verdicts.  No
+	 * queues means no segments, and Queen answers [] whatever else came.
+	 */
 	n = counts[0];
-	for (i = 1; i < 6; i++)
+	for (i = 1; i < 6 && n > 0; i++)
+	{
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be NULL", argnames[i]),
+					 errdetail("Every array holds exactly one element per segment.")));
 		if (counts[i] != n)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("log_push_multi_v1 arrays are misaligned: %d queues but %d elements in %s",
 							n, counts[i], argnames[i]),
 					 errdetail("Every array holds exactly one element per segment.")));
-	if (!PG_ARGISNULL(6) && counts[6] != n)
+	}
+	if (n > 0 && !PG_ARGISNULL(6) && counts[6] != n)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("log_push_multi_v1 arrays are misaligned: %d queues but %d tenants",

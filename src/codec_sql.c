@@ -2,7 +2,8 @@
  *
  * codec_sql.c
  *	  The frame codec as SQL functions: queen.uuid_v7, queen.txn_hash,
- *	  queen.hash_blob, queen.pack_frames and queen.unpack_frames.
+ *	  queen.hash_blob, queen.pack_frames, queen.unpack_frames and
+ *	  queen.decompress_segment.
  *
  * These let a driver, a benchmark or an operator build exactly what the
  * broker sends to log_push_multi_v1 and look inside any stored segment,
@@ -26,6 +27,7 @@ PG_FUNCTION_INFO_V1(queen_txn_hash_sql);
 PG_FUNCTION_INFO_V1(queen_hash_blob_sql);
 PG_FUNCTION_INFO_V1(queen_pack_frames_sql);
 PG_FUNCTION_INFO_V1(queen_unpack_frames_sql);
+PG_FUNCTION_INFO_V1(queen_decompress_segment_sql);
 
 static int
 queen_text_array(ArrayType *arr, const char *what, Datum **elems, bool **nulls)
@@ -232,4 +234,25 @@ queen_unpack_frames_sql(PG_FUNCTION_ARGS)
 		idx++;
 	}
 	return (Datum) 0;
+}
+
+/* queen.decompress_segment(blob) -> the packed frames, uncompressed */
+Datum
+queen_decompress_segment_sql(PG_FUNCTION_ARGS)
+{
+	bytea	   *blob = PG_GETARG_BYTEA_PP(0);
+	StringInfoData raw;
+	const char *problem;
+	bytea	   *out;
+
+	initStringInfo(&raw);
+	problem = queen_decompress(VARDATA_ANY(blob), VARSIZE_ANY_EXHDR(blob), &raw);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("segment blob does not decompress: %s", problem)));
+	out = palloc(VARHDRSZ + raw.len);
+	SET_VARSIZE(out, VARHDRSZ + raw.len);
+	memcpy(VARDATA(out), raw.data, raw.len);
+	PG_RETURN_BYTEA_P(out);
 }

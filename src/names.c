@@ -37,7 +37,7 @@ queen_name_problem(const char *name, size_t len, size_t max_len)
 	return NULL;
 }
 
-static void
+void
 queen_check_name(const char *what, const char *name, size_t len, size_t max_len)
 {
 	const char *problem = queen_name_problem(name, len, max_len);

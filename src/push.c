@@ -128,22 +128,31 @@ queen_cmp_hash(const void *a, const void *b)
  * ----------------------------------------------------------------
  */
 
+/*
+ * Check one item; errors name the item (items[i]) when the call had an
+ * items array, so a bad item in a thousand can be found.
+ */
 static void
-queen_validate_item(const QueenPushItem *item, int i)
+queen_validate_item(const QueenPushItem *item, int i, bool from_array)
 {
+	const char *prefix = from_array ? psprintf("items[%d]: ", i) : "";
+
 	if (item->queue == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("items[%d]: queue is required", i)));
+				 errmsg("%squeue is required", prefix)));
 	if (item->payload == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("items[%d]: payload is required", i),
+				 errmsg("%spayload is required", prefix),
 				 errhint("A JSON null payload is written as 'null'::jsonb.")));
-	queen_check_queue_name(item->queue, strlen(item->queue));
-	queen_check_partition_name(item->partition, strlen(item->partition));
+	queen_check_name(psprintf("%squeue name", prefix), item->queue,
+					 strlen(item->queue), QUEEN_MAX_NAME_BYTES);
+	queen_check_name(psprintf("%spartition name", prefix), item->partition,
+					 strlen(item->partition), QUEEN_MAX_NAME_BYTES);
 	if (item->txn != NULL && item->txn[0] != '\0')
-		queen_check_transaction_id(item->txn, strlen(item->txn));
+		queen_check_name(psprintf("%stransactionId", prefix), item->txn,
+						 strlen(item->txn), QUEEN_MAX_TXN_BYTES);
 }
 
 /* Pack the group's pending frames into its segment (hash blob + zstd blob). */
@@ -187,7 +196,8 @@ queen_group_build(QueenPushGroup *g, QueenPushItem *items, const pg_uuid_t *tena
  * item's verdict.
  */
 static void
-queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant)
+queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
+					  bool from_array)
 {
 	int		   *order;
 	QueenPushGroup *groups;
@@ -204,7 +214,7 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant)
 	{
 		QueenPushItem *item = &items[i];
 
-		queen_validate_item(item, i);
+		queen_validate_item(item, i, from_array);
 		queen_uuid_v7(&item->message_id);
 		if (item->txn == NULL || item->txn[0] == '\0')
 		{
@@ -479,7 +489,7 @@ queen_push_one(PG_FUNCTION_ARGS)
 	item.txn = PG_ARGISNULL(3) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(3));
 
 	queen_session_tenant(&tenant);
-	queen_push_items_core(&item, 1, &tenant);
+	queen_push_items_core(&item, 1, &tenant, false);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(queen_result_tuple(desc, &item, 0)));
 }
@@ -551,7 +561,7 @@ queen_push_items(PG_FUNCTION_ARGS)
 	}
 
 	queen_session_tenant(&tenant);
-	queen_push_items_core(items, n, &tenant);
+	queen_push_items_core(items, n, &tenant, true);
 
 	for (i = 0; i < n; i++)
 		tuplestore_puttuple(rsinfo->setResult,

@@ -91,6 +91,8 @@ extern bool queen_uuid_parse(const char *text, pg_uuid_t *out);
  */
 extern const char *queen_name_problem(const char *name, size_t len,
 									  size_t max_len);
+extern void queen_check_name(const char *what, const char *name, size_t len,
+							 size_t max_len);
 extern void queen_check_queue_name(const char *name, size_t len);
 extern void queen_check_partition_name(const char *name, size_t len);
 extern void queen_check_transaction_id(const char *txn, size_t len);
