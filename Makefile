@@ -12,7 +12,7 @@ OBJS = \
 	src/module.o \
 	src/guc.o \
 	src/codec.o \
-	src/names.o \
+	src/validate.o \
 	src/alloc.o \
 	src/alloc_sql.o \
 	src/push.o \
@@ -33,7 +33,7 @@ PG_CFLAGS = -Wall -Wextra
 
 REGRESS = schema codec push_one push_items alloc dedup read tenants rollback failure_modes
 REGRESS_OPTS = --load-extension=queen
-ISOLATION = concurrent_push concurrent_provision
+ISOLATION = concurrent_push concurrent_provision statement_timeout
 ISOLATION_OPTS = --load-extension=queen
 
 include $(PGXS)

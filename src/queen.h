@@ -86,7 +86,7 @@ extern void queen_uuid_format(const pg_uuid_t *uuid, char *out);
 extern bool queen_uuid_parse(const char *text, pg_uuid_t *out);
 
 /* ----------------------------------------------------------------
- *		Input validation (names.c)
+ *		Input validation (validate.c)
  * ----------------------------------------------------------------
  */
 extern const char *queen_name_problem(const char *name, size_t len,
@@ -96,6 +96,7 @@ extern void queen_check_name(const char *what, const char *name, size_t len,
 extern void queen_check_queue_name(const char *name, size_t len);
 extern void queen_check_partition_name(const char *name, size_t len);
 extern void queen_check_transaction_id(const char *txn, size_t len);
+extern char *queen_json_problem(const char *payload, size_t len);
 
 /* ----------------------------------------------------------------
  *		The allocator core (alloc.c)

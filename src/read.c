@@ -97,7 +97,8 @@ queen_read_segment(ReturnSetInfo *rsinfo, QueenReadPosition *pos,
 
 		problem = queen_frame_decode(raw.data, raw.len, &at, &frame);
 		if (problem != NULL)
-			queen_read_corrupted(pos, base, problem);
+			queen_read_corrupted(pos, base, at == (size_t) raw.len ?
+								 "fewer frames than the segment's offsets cover" : problem);
 		if (offset < from)
 			continue;
 
@@ -114,8 +115,12 @@ queen_read_segment(ReturnSetInfo *rsinfo, QueenReadPosition *pos,
 			if (!pg_verifymbstr(frame.txn, frame.txn_len, true))
 				queen_read_corrupted(pos, base, "transactionId is not valid UTF-8");
 			values[2] = PointerGetDatum(cstring_to_text_with_len(frame.txn, frame.txn_len));
-			if (strlen(payload) != frame.payload_len)
-				queen_read_corrupted(pos, base, "payload contains a NUL byte");
+			problem = queen_json_problem(frame.payload, frame.payload_len);
+			if (problem != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("message at offset " INT64_FORMAT " of queue \"%s\" partition \"%s\" has a payload that is not JSON: %s",
+								offset, pos->queue, pos->partition, problem)));
 			values[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum(payload));
 			values[4] = TimestampTzGetDatum(created_at);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * names.c
- *	  Validation of queue names, partition names and transactionIds.
+ * validate.c
+ *	  Validation of what clients send: queue names, partition names,
+ *	  transactionIds and JSON payloads.
  *
  * The broker joins these strings with 0x1F to build dedup and grouping keys
  * and the frame stores the transactionId behind a u16 length, so a control
@@ -13,6 +14,9 @@
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
 
 /*
  * Describe what is wrong with a name, or return NULL when it is acceptable.
@@ -71,4 +75,23 @@ void
 queen_check_transaction_id(const char *txn, size_t len)
 {
 	queen_check_name("transactionId", txn, len, QUEEN_MAX_TXN_BYTES);
+}
+
+/*
+ * Describe why payload is not JSON that jsonb can hold, or return NULL.
+ * Uses PostgreSQL's own lexer without building a tree, with escapes on so
+ * that \u0000, which jsonb cannot store, is caught here and not later.
+ */
+char *
+queen_json_problem(const char *payload, size_t len)
+{
+	JsonLexContext *lex;
+	JsonParseErrorType result;
+
+	lex = makeJsonLexContextCstringLen(unconstify(char *, payload), (int) len,
+									   PG_UTF8, true);
+	result = pg_parse_json(lex, &nullSemAction);
+	if (result == JSON_SUCCESS)
+		return NULL;
+	return json_errdetail(result, lex);
 }
