@@ -118,32 +118,36 @@ static const char *const sql_probe =
 " WHERE c.end_offset > $2 AND c.created_at >= $3";
 
 /*
- * The allocator.  last_write_at is indexed, so it is rewritten at most once a
- * second to keep the update HOT; the oldest_* columns only change on the
- * empty -> non-empty transition for the same reason.  clock_timestamp() in
- * RETURNING is read after the row lock is held, which is what the
- * un-prelocked single-segment path stamps created_at with.
+ * The allocator and the two inserts, as one statement (one executor start
+ * instead of three).  last_write_at is indexed, so it is rewritten at most
+ * once a second to keep the update HOT; the oldest_* columns only change on
+ * the empty -> non-empty transition for the same reason.  clock_timestamp()
+ * in RETURNING is read after the row lock is held: the path without a
+ * pre-lock ($3 NULL) stamps created_at with it.  A row the UPDATE does not
+ * find (deleted under an un-prelocked push) gets no inserts and is reported
+ * missing by the caller, which then raises.
  */
-static const char *const sql_allocate =
-"UPDATE queen.log_partitions p SET"
-"       last_offset = p.last_offset + u.n,"
-"       oldest_live_at = COALESCE(p.oldest_live_at, clock_timestamp()),"
-"       oldest_txn_at = COALESCE(p.oldest_txn_at, clock_timestamp()),"
-"       last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > interval '1 second'"
-"                            THEN clock_timestamp() ELSE p.last_write_at END"
-"  FROM unnest($1::uuid[], $2::int8[]) AS u(pid, n)"
-" WHERE p.id = u.pid"
-" RETURNING p.id, p.last_offset, clock_timestamp()";
-
-static const char *const sql_insert_segments =
-"INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
-" SELECT u.pid, u.b, u.e, $4, u.x"
-"   FROM unnest($1::uuid[], $2::int8[], $3::int8[], $5::bytea[]) AS u(pid, b, e, x)";
-
-static const char *const sql_insert_txns =
-"INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
-" SELECT u.pid, u.b, u.e, $4, u.x"
-"   FROM unnest($1::uuid[], $2::int8[], $3::int8[], $5::bytea[]) AS u(pid, b, e, x)";
+static const char *const sql_write =
+"WITH a AS ("
+"  UPDATE queen.log_partitions p SET"
+"         last_offset = p.last_offset + u.n,"
+"         oldest_live_at = COALESCE(p.oldest_live_at, clock_timestamp()),"
+"         oldest_txn_at = COALESCE(p.oldest_txn_at, clock_timestamp()),"
+"         last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > interval '1 second'"
+"                              THEN clock_timestamp() ELSE p.last_write_at END"
+"    FROM unnest($1::uuid[], $2::int8[]) AS u(pid, n)"
+"   WHERE p.id = u.pid"
+"  RETURNING p.id, p.last_offset - u.n + 1 AS base, p.last_offset AS last,"
+"            COALESCE($3, clock_timestamp()) AS stamp),"
+" s AS ("
+"  INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
+"  SELECT a.id, a.base, a.last, a.stamp, x.b"
+"    FROM a JOIN unnest($1::uuid[], $4::bytea[]) AS x(pid, b) ON x.pid = a.id),"
+" t AS ("
+"  INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
+"  SELECT a.id, a.base, a.last, a.stamp, x.h"
+"    FROM a JOIN unnest($1::uuid[], $5::bytea[]) AS x(pid, h) ON x.pid = a.id)"
+"SELECT id, base, stamp FROM a";
 
 /* Backward step to the greatest base <= off, kept only if it covers off. */
 static const char *const sql_segment_at =
@@ -162,9 +166,7 @@ typedef enum QueenPlanId
 	PLAN_LOCK_ONE,
 	PLAN_WINDOW_OF,
 	PLAN_PROBE,
-	PLAN_ALLOCATE,
-	PLAN_INSERT_SEGMENTS,
-	PLAN_INSERT_TXNS,
+	PLAN_WRITE,
 	PLAN_SEGMENT_AT,
 	PLAN_COUNT
 } QueenPlanId;
@@ -211,19 +213,12 @@ queen_plan(QueenPlanId id)
 			argtypes[2] = TIMESTAMPTZOID;
 			nargs = 3;
 			break;
-		case PLAN_ALLOCATE:
-			sql = sql_allocate;
+		case PLAN_WRITE:
+			sql = sql_write;
 			argtypes[0] = UUIDARRAYOID;
 			argtypes[1] = INT8ARRAYOID;
-			nargs = 2;
-			break;
-		case PLAN_INSERT_SEGMENTS:
-		case PLAN_INSERT_TXNS:
-			sql = id == PLAN_INSERT_SEGMENTS ? sql_insert_segments : sql_insert_txns;
-			argtypes[0] = UUIDARRAYOID;
-			argtypes[1] = INT8ARRAYOID;
-			argtypes[2] = INT8ARRAYOID;
-			argtypes[3] = TIMESTAMPTZOID;
+			argtypes[2] = TIMESTAMPTZOID;
+			argtypes[3] = BYTEAARRAYOID;
 			argtypes[4] = BYTEAARRAYOID;
 			nargs = 5;
 			break;
@@ -559,31 +554,41 @@ queen_target_pid_cmp(const void *a, const void *b)
 /*
  * Allocate offsets for targets (distinct partitions, ascending id) and write
  * their segment and hash rows.  With stamp_after_update the rows are not
- * pre-locked and created_at is the clock read after the allocator UPDATE
- * took the lock; otherwise every segment gets now.
+ * pre-locked and created_at is the clock read once the allocator UPDATE
+ * holds the lock; otherwise every segment gets now.
  */
 static void
 queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_update)
 {
 	Datum	   *pids = palloc(sizeof(Datum) * n);
 	Datum	   *counts = palloc(sizeof(Datum) * n);
-	Datum	   *bases = palloc(sizeof(Datum) * n);
-	Datum	   *ends = palloc(sizeof(Datum) * n);
 	Datum	   *blobs = palloc(sizeof(Datum) * n);
 	Datum	   *hashes = palloc(sizeof(Datum) * n);
 	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	uint64		r;
 	int			i;
+	int			rc;
 
 	for (i = 0; i < n; i++)
 	{
 		pids[i] = UUIDPGetDatum(&targets[i]->pid);
 		counts[i] = Int64GetDatum((int64) targets[i]->seg->msg_count);
+		blobs[i] = PointerGetDatum(targets[i]->seg->blob);
+		hashes[i] = PointerGetDatum(targets[i]->seg->hashes);
 		targets[i]->seg->status = QUEEN_SEGMENT_PENDING;
 	}
 	values[0] = queen_array_datum(pids, n, UUIDOID);
 	values[1] = queen_array_datum(counts, n, INT8OID);
-	queen_exec(PLAN_ALLOCATE, values, SPI_OK_UPDATE_RETURNING);
+	values[2] = TimestampTzGetDatum(now);
+	if (stamp_after_update)
+		nulls[2] = 'n';
+	values[3] = queen_array_datum(blobs, n, BYTEAOID);
+	values[4] = queen_array_datum(hashes, n, BYTEAOID);
+
+	rc = SPI_execute_plan(queen_plan(PLAN_WRITE), values, nulls, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "queen: allocator statement failed: %s", SPI_result_code_string(rc));
 
 	for (r = 0; r < SPI_processed; r++)
 	{
@@ -592,7 +597,6 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 		QueenTarget key;
 		QueenTarget *keyp = &key;
 		QueenTarget **found;
-		int64		last;
 		QueenSegment *seg;
 		bool		isnull;
 
@@ -601,18 +605,16 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 		if (found == NULL || (*found)->seg->status != QUEEN_SEGMENT_PENDING)
 			elog(ERROR, "queen: allocator returned an unexpected partition");
 		seg = (*found)->seg;
-		last = queen_get_int64(tuple, desc, 2);
-		seg->base_offset = last - seg->msg_count + 1;
-		seg->created_at = stamp_after_update ?
-			DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull)) : now;
+		seg->base_offset = queen_get_int64(tuple, desc, 2);
+		seg->created_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
 		seg->status = QUEEN_SEGMENT_QUEUED;
-		seg->partition_id = (*found)->pid;
-		seg->window = (*found)->window;
 	}
+	SPI_freetuptable(SPI_tuptable);
+
 	/*
-	 * Completeness: a row that did not come back was deleted under us (only
-	 * possible on the path without a pre-lock), and nothing may be inserted
-	 * for it.
+	 * Completeness: a partition that did not come back was deleted under us
+	 * (only possible without a pre-lock) and got no rows; the whole push
+	 * fails rather than report a verdict for it.
 	 */
 	for (i = 0; i < n; i++)
 		if (targets[i]->seg->status != QUEEN_SEGMENT_QUEUED)
@@ -621,27 +623,6 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 					 errmsg("partition %s does not exist",
 							DatumGetCString(DirectFunctionCall1(uuid_out,
 																UUIDPGetDatum(&targets[i]->pid))))));
-	if (stamp_after_update)
-		now = targets[0]->seg->created_at;	/* single-segment path only */
-	SPI_freetuptable(SPI_tuptable);
-
-	for (i = 0; i < n; i++)
-	{
-		QueenSegment *seg = targets[i]->seg;
-
-		bases[i] = Int64GetDatum(seg->base_offset);
-		ends[i] = Int64GetDatum(seg->base_offset + seg->msg_count - 1);
-		blobs[i] = PointerGetDatum(seg->blob);
-		hashes[i] = PointerGetDatum(seg->hashes);
-	}
-	values[1] = queen_array_datum(bases, n, INT8OID);
-	values[2] = queen_array_datum(ends, n, INT8OID);
-	values[3] = TimestampTzGetDatum(now);
-	values[4] = queen_array_datum(blobs, n, BYTEAOID);
-	queen_exec(PLAN_INSERT_SEGMENTS, values, SPI_OK_INSERT);
-	pfree(DatumGetPointer(values[4]));
-	values[4] = queen_array_datum(hashes, n, BYTEAOID);
-	queen_exec(PLAN_INSERT_TXNS, values, SPI_OK_INSERT);
 }
 
 /*
@@ -846,6 +827,8 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 		/* Window 0: the allocator UPDATE takes the lock and is the whole story. */
 		target.last_offset = -1;
 		target.txns_start = 0;
+		seg->partition_id = *pid;
+		seg->window = 0;
 		queen_write(&tp, 1, 0, true);
 	}
 
