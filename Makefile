@@ -33,6 +33,7 @@ PG_CFLAGS = -Wall -Wextra
 
 REGRESS = schema codec push_one push_items alloc dedup read tenants rollback failure_modes
 REGRESS_OPTS = --load-extension=queen
+TAP_TESTS = 1
 ISOLATION = concurrent_push concurrent_provision statement_timeout
 ISOLATION_OPTS = --load-extension=queen
 
