@@ -72,6 +72,11 @@ SELECT status, log_offset FROM queen.push('p4.purge', '{}', 'Default', 'p-2');
 SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), 1, pg_temp.blob('{p-2}'))->>'status' AS vouched_past_original;
 SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), 0, pg_temp.blob('{p-2}')) AS vouched_below_original;
 SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), -1, pg_temp.blob('{p-2}')) AS full_probe;
+-- a vouched offset inside a stored segment: the whole segment reaching past
+-- it is compared, as Queen does (conservative: a match is still reported)
+SELECT queen.log_push_one_v1('p4.straddle', 'Default', 3, queen.hash_blob('{s-a,s-b,s-c}'), -1, pg_temp.blob('{s-a,s-b,s-c}'))->>'status' AS three_frames;
+SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-a}'), 1, pg_temp.blob('{s-a}')) AS straddled;
+SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-a}'), 2, pg_temp.blob('{s-a}'))->>'status' AS past_the_segment;
 -- p_window overrides the queue's window for one call
 SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), -1, pg_temp.blob('{p-2}'),
                              pg_temp.pid('p4.purge', 'Default'), 0)->>'status' AS window_0;

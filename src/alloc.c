@@ -103,19 +103,16 @@ static const char *const sql_window_of =
 " WHERE p.id = $1";
 
 /*
- * Candidate hash rows for a probe over (from, last_offset]: the one row
- * straddling from (found by a backward step, then kept only if it reaches
- * past from) and every later row, all capped by the dedup window.
+ * Candidate hash rows for a probe over (from, last_offset], newest first.
+ * created_at is monotone in offset order (stamped under the row lock), so
+ * the walk stops at the first row that ends at or below from or is older
+ * than the window: it visits the window's rows and no others, however much
+ * older history the table still holds.
  */
 static const char *const sql_probe =
-"SELECT t.base_offset, t.hashes FROM queen.log_txns t"
-" WHERE t.partition_id = $1 AND t.base_offset > $2 AND t.created_at >= $3"
-" UNION ALL "
-"SELECT c.base_offset, c.hashes FROM ("
-"        SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
-"         WHERE partition_id = $1 AND base_offset <= $2"
-"         ORDER BY base_offset DESC LIMIT 1) c"
-" WHERE c.end_offset > $2 AND c.created_at >= $3";
+"SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
+" WHERE partition_id = $1"
+" ORDER BY base_offset DESC";
 
 /*
  * The allocator and the two inserts, as one statement (one executor start
@@ -209,9 +206,7 @@ queen_plan(QueenPlanId id)
 		case PLAN_PROBE:
 			sql = sql_probe;
 			argtypes[0] = UUIDOID;
-			argtypes[1] = INT8OID;
-			argtypes[2] = TIMESTAMPTZOID;
-			nargs = 3;
+			nargs = 1;
 			break;
 		case PLAN_WRITE:
 			sql = sql_write;
@@ -411,8 +406,8 @@ queen_hashref_cmp(const void *a, const void *b)
 }
 
 /*
- * Compare the segment's hashes against stored hashes in (from, last_offset]
- * written within the window.  Runs under the partition row lock.  Returns
+ * Compare the segment's hashes against stored hashes of the rows reaching
+ * past from, written within the window.  Runs under the partition row lock.  Returns
  * true and fills seg->dups (in out_cxt) when anything matched, in which case
  * nothing is written for this segment.
  */
@@ -424,8 +419,10 @@ queen_probe(QueenSegment *seg, const pg_uuid_t *pid, int64 from,
 	const uint8 *incoming = (const uint8 *) VARDATA_ANY(seg->hashes);
 	QueenHashRef *sorted = palloc(sizeof(QueenHashRef) * k);
 	int64	   *first_off = palloc(sizeof(int64) * k);
-	Datum		values[3];
+	TimestampTz cutoff = now - (TimestampTz) window * USECS_PER_SEC;
+	Datum		value = UUIDPGetDatum(pid);
 	Portal		portal;
+	bool		done = false;
 	int			i,
 				ndups = 0;
 
@@ -437,18 +434,14 @@ queen_probe(QueenSegment *seg, const pg_uuid_t *pid, int64 from,
 	}
 	qsort(sorted, k, sizeof(QueenHashRef), queen_hashref_cmp);
 
-	values[0] = UUIDPGetDatum(pid);
-	values[1] = Int64GetDatum(from);
-	values[2] = TimestampTzGetDatum(now - (TimestampTz) window * USECS_PER_SEC);
-
 	/*
 	 * A cursor, because a busy partition's window can hold more hashes than
 	 * fit in memory at once; and a fresh snapshot (read_only = false),
 	 * because rows committed by the pusher whose lock we waited for are not
 	 * in the snapshot our caller started with.
 	 */
-	portal = SPI_cursor_open(NULL, queen_plan(PLAN_PROBE), values, NULL, false);
-	for (;;)
+	portal = SPI_cursor_open(NULL, queen_plan(PLAN_PROBE), &value, NULL, false);
+	while (!done)
 	{
 		uint64		r;
 
@@ -458,14 +451,22 @@ queen_probe(QueenSegment *seg, const pg_uuid_t *pid, int64 from,
 		for (r = 0; r < SPI_processed; r++)
 		{
 			HeapTuple	tuple = SPI_tuptable->vals[r];
-			int64		base = queen_get_int64(tuple, SPI_tuptable->tupdesc, 1);
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			int64		base = queen_get_int64(tuple, desc, 1);
 			bool		isnull;
-			Datum		d = SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull);
+			Datum		d;
 			bytea	   *stored;
 			const uint8 *h;
 			Size		nstored,
 						j;
 
+			if (queen_get_int64(tuple, desc, 2) <= from ||
+				DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull)) < cutoff)
+			{
+				done = true;
+				break;
+			}
+			d = SPI_getbinval(tuple, desc, 4, &isnull);
 			if (isnull)
 				continue;
 			stored = DatumGetByteaPP(d);
