@@ -75,6 +75,10 @@ SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$
 UPDATE queen.log_segments SET blob = queen.pack_frames(array_fill(NULL::uuid, ARRAY[4]), '{a,b,c,d}', ARRAY['{}', '{}', '{bad', '{}']::bytea[])
  WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
 SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS payload_not_json;
+-- valid JSON that jsonb cannot hold
+UPDATE queen.log_segments SET blob = queen.pack_frames(array_fill(NULL::uuid, ARRAY[4]), '{a,b,c,d}', ARRAY['{}'::bytea, convert_to('"\u0000"', 'UTF8'), '{}', '{}'])
+ WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
+SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS payload_with_nul_escape;
 UPDATE queen.log_segments SET blob = (SELECT blob FROM good)
  WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
 SELECT log_offset, transaction_id FROM queen.read('p5.read', 'Default', 4, 2);

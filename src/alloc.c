@@ -16,8 +16,8 @@
  *	4. one bundle timestamp, taken after the locks;
  *	5. per segment in ascending partition id order: the dedup probe under the
  *	   row lock when the queue's window is > 0; a duplicate writes nothing;
- *	6. the allocator UPDATE, then the segment and hash INSERTs, for every
- *	   segment that survived, each as one set-based statement;
+ *	6. the allocator UPDATE and the segment and hash INSERTs for every
+ *	   segment that survived, together in one set-based statement;
  *	7. completeness: every segment gets exactly one verdict or all raise.
  *
  * Locking rules: partition rows are locked only in ascending id order, and
@@ -97,11 +97,6 @@ static const char *const sql_lock_one =
 " WHERE p.id = $1"
 "   FOR UPDATE OF p";
 
-static const char *const sql_window_of =
-"SELECT q.dedup_window_seconds"
-"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-" WHERE p.id = $1";
-
 /*
  * Candidate hash rows for a probe over (from, last_offset], newest first.
  * created_at is monotone in offset order (stamped under the row lock), so
@@ -161,7 +156,6 @@ typedef enum QueenPlanId
 	PLAN_PROVISION_PARTITIONS,
 	PLAN_PRELOCK,
 	PLAN_LOCK_ONE,
-	PLAN_WINDOW_OF,
 	PLAN_PROBE,
 	PLAN_WRITE,
 	PLAN_SEGMENT_AT,
@@ -198,8 +192,7 @@ queen_plan(QueenPlanId id)
 			nargs = NAME_ARGS;
 			break;
 		case PLAN_LOCK_ONE:
-		case PLAN_WINDOW_OF:
-			sql = id == PLAN_LOCK_ONE ? sql_lock_one : sql_window_of;
+			sql = sql_lock_one;
 			argtypes[0] = UUIDOID;
 			nargs = 1;
 			break;
@@ -776,8 +769,10 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 }
 
 /*
- * Push one segment whose partition id is already known (and possibly its
- * dedup window), as log_push_one_v1 does when its caller resolved them.
+ * Push one segment whose partition id is already known, as log_push_one_v1
+ * does when its caller resolved it.  With the window given as 0 the
+ * allocator UPDATE alone takes the row lock (Queen's fast path); otherwise
+ * the row is locked first, which also reads the queue's window.
  */
 void
 queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
@@ -796,41 +791,33 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 
 	target.seg = seg;
 	target.pid = *pid;
-	target.window = seg->window_in;
-	if (!seg->window_set)
+	if (seg->window_set && seg->window_in == 0)
 	{
-		queen_exec(PLAN_WINDOW_OF, &value, SPI_OK_SELECT);
-		if (SPI_processed != 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("partition %s does not exist",
-							DatumGetCString(DirectFunctionCall1(uuid_out, value)))));
-		target.window = queen_get_int32(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		SPI_freetuptable(SPI_tuptable);
+		target.window = 0;
+		target.last_offset = -1;
+		target.txns_start = 0;
+		seg->partition_id = *pid;
+		seg->window = 0;
+		queen_write(&tp, 1, 0, true);
 	}
-
-	if (target.window > 0)
+	else
 	{
-		/* Lock first: the probe is only final while nobody else can write. */
+		HeapTuple	tuple;
+		TupleDesc	desc;
+
 		queen_exec(PLAN_LOCK_ONE, &value, SPI_OK_SELECT);
 		if (SPI_processed != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("partition %s does not exist",
 							DatumGetCString(DirectFunctionCall1(uuid_out, value)))));
-		target.last_offset = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		target.txns_start = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		tuple = SPI_tuptable->vals[0];
+		desc = SPI_tuptable->tupdesc;
+		target.last_offset = queen_get_int64(tuple, desc, 1);
+		target.txns_start = queen_get_int64(tuple, desc, 2);
+		target.window = seg->window_set ? seg->window_in : queen_get_int32(tuple, desc, 3);
 		SPI_freetuptable(SPI_tuptable);
 		queen_allocate_locked(&tp, 1, GetCurrentTimestamp(), out_cxt);
-	}
-	else
-	{
-		/* Window 0: the allocator UPDATE takes the lock and is the whole story. */
-		target.last_offset = -1;
-		target.txns_start = 0;
-		seg->partition_id = *pid;
-		seg->window = 0;
-		queen_write(&tp, 1, 0, true);
 	}
 
 	SPI_finish();

@@ -91,7 +91,7 @@ queen_frame_append(StringInfo buf, const QueenFrame *frame)
 	size_t		body = queen_frame_body_size(frame);
 	char	   *p;
 
-	if (body > PG_UINT32_MAX)
+	if (body > MaxAllocSize - 5)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("message of %zu bytes does not fit a frame", body)));
