@@ -1,21 +1,6 @@
 -- The allocator's SQL contracts: log_push_one_v1, log_push_multi_v1 and
 -- log_segment_at_v1, with Queen's signatures and JSON results.
 
-CREATE FUNCTION pg_temp.expect_error(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE sql;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
-
--- A segment blob for the given transactionIds, as the broker builds it.
-CREATE FUNCTION pg_temp.blob(txns text[]) RETURNS bytea LANGUAGE sql AS $$
-	SELECT queen.pack_frames(array_fill(NULL::uuid, ARRAY[cardinality(txns)]), txns,
-	                         (SELECT array_agg(convert_to(format('{"t": "%s"}', t), 'UTF8')) FROM unnest(txns) t))
-$$;
-
 -- Verdicts without the timestamp, plus a check of the timestamp's format.
 CREATE FUNCTION pg_temp.verdicts(r jsonb) RETURNS TABLE (n bigint, verdict jsonb, created_format bool)
 LANGUAGE sql AS $$
@@ -45,7 +30,7 @@ SELECT * FROM pg_temp.verdicts(queen.log_push_multi_v1(
 	ARRAY[2, 1, 3],
 	ARRAY[queen.hash_blob('{b0,b1}'), queen.hash_blob('{c0}'), queen.hash_blob('{a0,a1,a2}')],
 	ARRAY[-1, -1, -1]::int8[],
-	ARRAY[pg_temp.blob('{b0,b1}'), pg_temp.blob('{c0}'), pg_temp.blob('{a0,a1,a2}')]));
+	ARRAY[qtest.blob('{b0,b1}'), qtest.blob('{c0}'), qtest.blob('{a0,a1,a2}')]));
 -- the second bundle's base offsets are the first one's counts, per partition
 SELECT * FROM pg_temp.verdicts(queen.log_push_multi_v1(
 	ARRAY['p3.multi', 'p3.multi', 'p3.multi'],
@@ -53,7 +38,7 @@ SELECT * FROM pg_temp.verdicts(queen.log_push_multi_v1(
 	ARRAY[1, 1, 1],
 	ARRAY[queen.hash_blob('{a3}'), queen.hash_blob('{b2}'), queen.hash_blob('{c1}')],
 	ARRAY[-1, -1, -1]::int8[],
-	ARRAY[pg_temp.blob('{a3}'), pg_temp.blob('{b2}'), pg_temp.blob('{c1}')]));
+	ARRAY[qtest.blob('{a3}'), qtest.blob('{b2}'), qtest.blob('{c1}')]));
 SELECT p.name, s.base_offset, s.end_offset, t.hashes = queen.hash_blob(
 	       (SELECT array_agg(transaction_id ORDER BY idx) FROM queen.unpack_frames(s.blob))) AS hashes_match_frames
   FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
@@ -67,32 +52,32 @@ SELECT name, last_offset FROM queen.log_partitions
 SELECT * FROM pg_temp.verdicts(queen.log_push_multi_v1(
 	ARRAY['p3.new.queue', 'p3.new.queue', 'p3.multi'], ARRAY['x', 'y', 'd'], ARRAY[1, 1, 1],
 	ARRAY[queen.hash_blob('{x}'), queen.hash_blob('{y}'), queen.hash_blob('{d}')], ARRAY[-1, -1, -1]::int8[],
-	ARRAY[pg_temp.blob('{x}'), pg_temp.blob('{y}'), pg_temp.blob('{d}')]));
+	ARRAY[qtest.blob('{x}'), qtest.blob('{y}'), qtest.blob('{d}')]));
 SELECT q.name, q.namespace, q.task, p.name AS partition, p.last_offset
   FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
  WHERE q.name IN ('p3.new.queue', 'p3.multi') ORDER BY 1, 4;
 
 -- log_push_one_v1 by name provisions too
-SELECT queen.log_push_one_v1('p3.one', 'Default', 2, queen.hash_blob('{o0,o1}'), -1, pg_temp.blob('{o0,o1}')) - 'createdAt' AS one_by_name;
+SELECT queen.log_push_one_v1('p3.one', 'Default', 2, queen.hash_blob('{o0,o1}'), -1, qtest.blob('{o0,o1}')) - 'createdAt' AS one_by_name;
 -- and by partition id, with or without the window given
-SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o2}'), -1, pg_temp.blob('{o2}'),
+SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o2}'), -1, qtest.blob('{o2}'),
 	(SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'p3.one')) - 'createdAt' AS one_by_pid;
-SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o3}'), -1, pg_temp.blob('{o3}'),
+SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o3}'), -1, qtest.blob('{o3}'),
 	(SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'p3.one'), 0) - 'createdAt' AS one_by_pid_window_0;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o4}'), -1, pg_temp.blob('{o4}'), '00000000-0000-0000-0000-0000000000ff')$$) AS unknown_pid;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o4}'), -1, pg_temp.blob('{o4}'), '00000000-0000-0000-0000-0000000000ff', 0)$$) AS unknown_pid_window_0;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o4}'), -1, pg_temp.blob('{o4}'), NULL, -5)$$) AS negative_window;
+SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o4}'), -1, qtest.blob('{o4}'), '00000000-0000-0000-0000-0000000000ff')$$) AS unknown_pid;
+SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o4}'), -1, qtest.blob('{o4}'), '00000000-0000-0000-0000-0000000000ff', 0)$$) AS unknown_pid_window_0;
+SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o4}'), -1, qtest.blob('{o4}'), NULL, -5)$$) AS negative_window;
 
 -- The allocator's counter moves only with a committed segment; quantized
 -- last_write_at keeps the update HOT: rewritten only when over a second old.
 UPDATE queen.log_partitions SET last_write_at = now() + interval '1 hour'
  WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'p3.one');
-SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o5}'), -1, pg_temp.blob('{o5}'))->>'status';
+SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o5}'), -1, qtest.blob('{o5}'))->>'status';
 SELECT last_write_at > now() + interval '30 minutes' AS kept_recent_value FROM queen.log_partitions
  WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'p3.one');
 UPDATE queen.log_partitions SET last_write_at = now() - interval '1 hour'
  WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'p3.one');
-SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o6}'), -1, pg_temp.blob('{o6}'))->>'status';
+SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o6}'), -1, qtest.blob('{o6}'))->>'status';
 SELECT last_write_at > now() - interval '1 minute' AS rewrote_stale_value,
        oldest_live_at <= last_write_at AS oldest_live_kept
   FROM queen.log_partitions WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'p3.one');
@@ -111,22 +96,22 @@ SELECT count(*) AS rows_for_gap FROM queen.log_segment_at_v1(
 
 -- Bad bundles: each raises before anything is written.
 CREATE TEMP TABLE before AS SELECT pg_temp.segment_count() AS n;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad', 'p3.bad'], ARRAY['a'], ARRAY[1, 1], ARRAY[queen.hash_blob('{a}'), queen.hash_blob('{b}')], ARRAY[-1, -1]::int8[], ARRAY[pg_temp.blob('{a}'), pg_temp.blob('{b}')])$$) AS misaligned_partitions;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], NULL, ARRAY[pg_temp.blob('{a}')])$$) AS null_verified;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1, 2], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[pg_temp.blob('{a}')])$$) AS misaligned_counts;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[pg_temp.blob('{a}')], ARRAY[queen.uuid_v7(), queen.uuid_v7()])$$) AS misaligned_tenants;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY[['p3.bad']], ARRAY[['a']], ARRAY[[1]], ARRAY[[queen.hash_blob('{a}')]], ARRAY[[-1]]::int8[], ARRAY[[pg_temp.blob('{a}')]])$$) AS two_dimensional;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY[NULL], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[pg_temp.blob('{a}')])$$) AS null_queue;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY[NULL], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[pg_temp.blob('{a}')])$$) AS null_partition;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[NULL::int], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[pg_temp.blob('{a}')])$$) AS null_count;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[0], ARRAY[''::bytea], ARRAY[-1]::int8[], ARRAY[pg_temp.blob('{a}')])$$) AS zero_count;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[2], ARRAY[queen.hash_blob('{a}') || '\x00'::bytea], ARRAY[-1]::int8[], ARRAY[pg_temp.blob('{a,b}')])$$) AS wrong_stride;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[NULL::bytea], ARRAY[-1]::int8[], ARRAY[pg_temp.blob('{a}')])$$) AS null_hashes;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[convert_to('{"raw": "json"}', 'UTF8')])$$) AS blob_not_zstd;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[NULL::bytea])$$) AS null_blob;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad', E'p3\nbad'], ARRAY['a', 'a'], ARRAY[1, 1], ARRAY[queen.hash_blob('{a}'), queen.hash_blob('{b}')], ARRAY[-1, -1]::int8[], ARRAY[pg_temp.blob('{a}'), pg_temp.blob('{b}')])$$) AS control_in_queue;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.multi', 'p3.multi'], ARRAY['a', 'a'], ARRAY[1, 1], ARRAY[queen.hash_blob('{a}'), queen.hash_blob('{b}')], ARRAY[-1, -1]::int8[], ARRAY[pg_temp.blob('{a}'), pg_temp.blob('{b}')])$$) AS same_partition_twice;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_one_v1('p3.bad', 'a', 1, '\x0011'::bytea, -1, pg_temp.blob('{a}'))$$) AS one_wrong_stride;
-SELECT pg_temp.expect_error($$SELECT queen.log_push_one_v1('p3.bad', 'a', NULL, queen.hash_blob('{a}'), -1, pg_temp.blob('{a}'))$$) AS one_null_count;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad', 'p3.bad'], ARRAY['a'], ARRAY[1, 1], ARRAY[queen.hash_blob('{a}'), queen.hash_blob('{b}')], ARRAY[-1, -1]::int8[], ARRAY[qtest.blob('{a}'), qtest.blob('{b}')])$$) AS misaligned_partitions;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], NULL, ARRAY[qtest.blob('{a}')])$$) AS null_verified;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1, 2], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[qtest.blob('{a}')])$$) AS misaligned_counts;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[qtest.blob('{a}')], ARRAY[queen.uuid_v7(), queen.uuid_v7()])$$) AS misaligned_tenants;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY[['p3.bad']], ARRAY[['a']], ARRAY[[1]], ARRAY[[queen.hash_blob('{a}')]], ARRAY[[-1]]::int8[], ARRAY[[qtest.blob('{a}')]])$$) AS two_dimensional;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY[NULL], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[qtest.blob('{a}')])$$) AS null_queue;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY[NULL], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[qtest.blob('{a}')])$$) AS null_partition;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[NULL::int], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[qtest.blob('{a}')])$$) AS null_count;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[0], ARRAY[''::bytea], ARRAY[-1]::int8[], ARRAY[qtest.blob('{a}')])$$) AS zero_count;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[2], ARRAY[queen.hash_blob('{a}') || '\x00'::bytea], ARRAY[-1]::int8[], ARRAY[qtest.blob('{a,b}')])$$) AS wrong_stride;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[NULL::bytea], ARRAY[-1]::int8[], ARRAY[qtest.blob('{a}')])$$) AS null_hashes;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[convert_to('{"raw": "json"}', 'UTF8')])$$) AS blob_not_zstd;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[NULL::bytea])$$) AS null_blob;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad', E'p3\nbad'], ARRAY['a', 'a'], ARRAY[1, 1], ARRAY[queen.hash_blob('{a}'), queen.hash_blob('{b}')], ARRAY[-1, -1]::int8[], ARRAY[qtest.blob('{a}'), qtest.blob('{b}')])$$) AS control_in_queue;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.multi', 'p3.multi'], ARRAY['a', 'a'], ARRAY[1, 1], ARRAY[queen.hash_blob('{a}'), queen.hash_blob('{b}')], ARRAY[-1, -1]::int8[], ARRAY[qtest.blob('{a}'), qtest.blob('{b}')])$$) AS same_partition_twice;
+SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('p3.bad', 'a', 1, '\x0011'::bytea, -1, qtest.blob('{a}'))$$) AS one_wrong_stride;
+SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('p3.bad', 'a', NULL, queen.hash_blob('{a}'), -1, qtest.blob('{a}'))$$) AS one_null_count;
 SELECT pg_temp.segment_count() = (SELECT n FROM before) AS nothing_written;
 SELECT count(*) AS bad_queues FROM queen.queues WHERE name LIKE 'p3%bad';

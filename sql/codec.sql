@@ -1,15 +1,6 @@
 -- The frame codec: byte-exact layout, XXH3-128 hashes, UUIDv7, zstd, and
 -- rejection of malformed buffers.
 
-CREATE FUNCTION pg_temp.expect_error(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE sql;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
-
 -- Wrap raw bytes (< 256) in a zstd frame with one uncompressed block, so
 -- hand-built frame buffers can be fed to the decoder.
 CREATE FUNCTION pg_temp.zstd_raw(data bytea) RETURNS bytea LANGUAGE sql AS $$
@@ -79,21 +70,21 @@ SELECT f.idx, octet_length(f.payload) AS bytes, f.payload = p.payloads[f.idx + 1
 SELECT octet_length(queen.pack_frames(ARRAY[NULL::uuid], ARRAY['t'], ARRAY[convert_to(repeat('{"k": "v"}, ', 100000), 'UTF8')])) < 10000 AS compressed;
 
 -- Malformed buffers are rejected, never over-read.
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames('\x00112233')$$) AS not_zstd;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames(substring(queen.pack_frames(ARRAY[NULL::uuid], ARRAY['t'], ARRAY['{}'::bytea]) FROM 1 FOR 8))$$) AS truncated_zstd;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x1500'::bytea))$$) AS truncated_length;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x05000000'::bytea || '\x0000000000'))$$) AS body_below_minimum;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\xff000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000'))$$) AS body_past_end;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x13000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0500'))$$) AS txn_past_end;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x13000000'::bytea || '\x08' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000'))$$) AS unknown_flags;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x14000000'::bytea || '\x01' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x000000'))$$) AS trace_past_end;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x15000000'::bytea || '\x02' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000' || '\x0900'))$$) AS producer_past_end;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x15000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0200' || '\xc328' || '{}'::bytea))$$) AS txn_not_utf8;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames('\x00112233')$$) AS not_zstd;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(substring(queen.pack_frames(ARRAY[NULL::uuid], ARRAY['t'], ARRAY['{}'::bytea]) FROM 1 FOR 8))$$) AS truncated_zstd;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x1500'::bytea))$$) AS truncated_length;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x05000000'::bytea || '\x0000000000'))$$) AS body_below_minimum;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\xff000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000'))$$) AS body_past_end;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x13000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0500'))$$) AS txn_past_end;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x13000000'::bytea || '\x08' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000'))$$) AS unknown_flags;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x14000000'::bytea || '\x01' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x000000'))$$) AS trace_past_end;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x15000000'::bytea || '\x02' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000' || '\x0900'))$$) AS producer_past_end;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x15000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0200' || '\xc328' || '{}'::bytea))$$) AS txn_not_utf8;
 
 -- pack_frames checks its input like every push does
-SELECT pg_temp.expect_error($$SELECT queen.pack_frames(ARRAY[NULL::uuid], ARRAY['a', 'b'], ARRAY['{}'::bytea])$$) AS misaligned;
-SELECT pg_temp.expect_error($$SELECT queen.pack_frames(ARRAY[]::uuid[], ARRAY[]::text[], ARRAY[]::bytea[])$$) AS empty;
-SELECT pg_temp.expect_error($$SELECT queen.pack_frames(ARRAY[NULL::uuid], ARRAY[repeat('x', 65536)], ARRAY['{}'::bytea])$$) AS txn_too_long;
-SELECT pg_temp.expect_error($$SELECT queen.pack_frames(ARRAY[NULL::uuid], ARRAY[E'a\nb'], ARRAY['{}'::bytea])$$) AS txn_control_char;
-SELECT pg_temp.expect_error($$SELECT queen.pack_frames(ARRAY[NULL::uuid], ARRAY['a'], ARRAY[NULL::bytea])$$) AS null_payload;
-SELECT pg_temp.expect_error($$SELECT queen.hash_blob(ARRAY['a', NULL])$$) AS null_txn_hash;
+SELECT qtest.expect_error($$SELECT queen.pack_frames(ARRAY[NULL::uuid], ARRAY['a', 'b'], ARRAY['{}'::bytea])$$) AS misaligned;
+SELECT qtest.expect_error($$SELECT queen.pack_frames(ARRAY[]::uuid[], ARRAY[]::text[], ARRAY[]::bytea[])$$) AS empty;
+SELECT qtest.expect_error($$SELECT queen.pack_frames(ARRAY[NULL::uuid], ARRAY[repeat('x', 65536)], ARRAY['{}'::bytea])$$) AS txn_too_long;
+SELECT qtest.expect_error($$SELECT queen.pack_frames(ARRAY[NULL::uuid], ARRAY[E'a\nb'], ARRAY['{}'::bytea])$$) AS txn_control_char;
+SELECT qtest.expect_error($$SELECT queen.pack_frames(ARRAY[NULL::uuid], ARRAY['a'], ARRAY[NULL::bytea])$$) AS null_payload;
+SELECT qtest.expect_error($$SELECT queen.hash_blob(ARRAY['a', NULL])$$) AS null_txn_hash;

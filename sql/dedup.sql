@@ -1,19 +1,11 @@
 -- Deduplication against stored data: the probe under the partition row lock,
 -- the window, window 0, per-partition scope, the p_verified watermark.
 
-CREATE FUNCTION pg_temp.blob(txns text[]) RETURNS bytea LANGUAGE sql AS $$
-	SELECT queen.pack_frames(array_fill(NULL::uuid, ARRAY[cardinality(txns)]), txns,
-	                         array_fill('{}'::bytea, ARRAY[cardinality(txns)]))
-$$;
-CREATE FUNCTION pg_temp.pid(qname text, pname text) RETURNS uuid LANGUAGE sql AS $$
-	SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-	 WHERE q.name = qname AND p.name = pname
-$$;
 CREATE FUNCTION pg_temp.state(q text, p text) RETURNS TABLE (last_offset bigint, segments bigint, txn_rows bigint)
 LANGUAGE sql AS $$
-	SELECT (SELECT last_offset FROM queen.log_partitions WHERE id = pg_temp.pid(q, p)),
-	       (SELECT count(*) FROM queen.log_segments WHERE partition_id = pg_temp.pid(q, p)),
-	       (SELECT count(*) FROM queen.log_txns WHERE partition_id = pg_temp.pid(q, p))
+	SELECT (SELECT last_offset FROM queen.log_partitions WHERE id = qtest.pid(q, p)),
+	       (SELECT count(*) FROM queen.log_segments WHERE partition_id = qtest.pid(q, p)),
+	       (SELECT count(*) FROM queen.log_txns WHERE partition_id = qtest.pid(q, p))
 $$;
 
 CREATE TEMP TABLE first AS SELECT * FROM queen.push('p4.dedup', '{"v": 1}', 'Default', 'order-1');
@@ -29,7 +21,7 @@ SELECT log_offset, transaction_id, payload FROM queen.read('p4.dedup');
 -- the raw allocator reports which frames matched and where the originals are;
 -- a duplicate segment writes nothing, even for its new frames
 SELECT queen.log_push_one_v1('p4.dedup', 'Default', 3, queen.hash_blob('{new-a,order-1,new-b}'), -1,
-                             pg_temp.blob('{new-a,order-1,new-b}')) AS verdict;
+                             qtest.blob('{new-a,order-1,new-b}')) AS verdict;
 SELECT * FROM pg_temp.state('p4.dedup', 'Default');
 
 -- queen.push takes the duplicates out and stores the rest in the same call
@@ -54,7 +46,7 @@ SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 6}', 'other', 'orde
 
 -- outside the window: the hash row is older than the window, so the id is new again
 UPDATE queen.log_txns SET created_at = created_at - interval '2 hours'
- WHERE partition_id = pg_temp.pid('p4.dedup', 'Default');
+ WHERE partition_id = qtest.pid('p4.dedup', 'Default');
 SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 7}', 'Default', 'order-1');
 -- and inside a shorter window, it is a duplicate of what was just stored
 UPDATE queen.queues SET dedup_window_seconds = 60 WHERE name = 'p4.dedup';
@@ -63,24 +55,24 @@ SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 8}', 'Default', 'or
 -- hashes below txns_start were purged: not compared
 CREATE TEMP TABLE second AS SELECT * FROM queen.push('p4.purge', '{}', 'Default', 'p-1');
 SELECT status, log_offset FROM queen.push('p4.purge', '{}', 'Default', 'p-2');
-UPDATE queen.log_partitions SET txns_start = 1 WHERE id = pg_temp.pid('p4.purge', 'Default');
+UPDATE queen.log_partitions SET txns_start = 1 WHERE id = qtest.pid('p4.purge', 'Default');
 SELECT status, log_offset FROM queen.push('p4.purge', '{}', 'Default', 'p-1');
 SELECT status, log_offset FROM queen.push('p4.purge', '{}', 'Default', 'p-2');
 
 -- p_verified: the caller vouches that no hash occurs at or below it, which
 -- narrows the probe (here, wrongly, to show it is honoured); -1 probes it all
-SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), 1, pg_temp.blob('{p-2}'))->>'status' AS vouched_past_original;
-SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), 0, pg_temp.blob('{p-2}')) AS vouched_below_original;
-SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), -1, pg_temp.blob('{p-2}')) AS full_probe;
+SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), 1, qtest.blob('{p-2}'))->>'status' AS vouched_past_original;
+SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), 0, qtest.blob('{p-2}')) AS vouched_below_original;
+SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), -1, qtest.blob('{p-2}')) AS full_probe;
 -- a vouched offset inside a stored segment: the whole segment reaching past
 -- it is compared, as Queen does (conservative: a match is still reported)
-SELECT queen.log_push_one_v1('p4.straddle', 'Default', 3, queen.hash_blob('{s-a,s-b,s-c}'), -1, pg_temp.blob('{s-a,s-b,s-c}'))->>'status' AS three_frames;
-SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-a}'), 1, pg_temp.blob('{s-a}')) AS straddled;
-SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-a}'), 2, pg_temp.blob('{s-a}'))->>'status' AS past_the_segment;
+SELECT queen.log_push_one_v1('p4.straddle', 'Default', 3, queen.hash_blob('{s-a,s-b,s-c}'), -1, qtest.blob('{s-a,s-b,s-c}'))->>'status' AS three_frames;
+SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-a}'), 1, qtest.blob('{s-a}')) AS straddled;
+SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-a}'), 2, qtest.blob('{s-a}'))->>'status' AS past_the_segment;
 -- p_window overrides the queue's window for one call
-SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), -1, pg_temp.blob('{p-2}'),
-                             pg_temp.pid('p4.purge', 'Default'), 0)->>'status' AS window_0;
+SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), -1, qtest.blob('{p-2}'),
+                             qtest.pid('p4.purge', 'Default'), 0)->>'status' AS window_0;
 
 -- the original's segment was deleted (retention): duplicate with the zero UUID
-DELETE FROM queen.log_segments WHERE partition_id = pg_temp.pid('p4.purge', 'Default') AND base_offset = 1;
+DELETE FROM queen.log_segments WHERE partition_id = qtest.pid('p4.purge', 'Default') AND base_offset = 1;
 SELECT status, message_id, log_offset, created_at FROM queen.push('p4.purge', '{}', 'Default', 'p-2');

@@ -1,15 +1,6 @@
 -- queen.push(items jsonb): the HTTP push body from SQL, one row per item in
 -- input order, layer-1 dedup inside the call, one bundle for all partitions.
 
-CREATE FUNCTION pg_temp.expect_error(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE sql;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
-
 -- empty input: no rows, nothing created
 SELECT count(*) FROM queen.push('[]');
 SELECT count(*) FROM queen.push('{"items": []}');
@@ -59,22 +50,22 @@ SELECT log_offset, transaction_id, payload FROM queen.read('p2.dedup', 'a');
 SELECT log_offset, transaction_id, payload FROM queen.read('p2.dedup', 'b');
 
 -- Bad bodies and items: a clear error, nothing written.
-SELECT pg_temp.expect_error($$SELECT queen.push('{"item": []}'::jsonb)$$) AS no_items;
-SELECT pg_temp.expect_error($$SELECT queen.push('{"items": {}}'::jsonb)$$) AS items_not_array;
-SELECT pg_temp.expect_error($$SELECT queen.push('"items"'::jsonb)$$) AS scalar_body;
-SELECT pg_temp.expect_error($$SELECT queen.push(NULL::jsonb)$$) AS null_body;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, 7]'::jsonb)$$) AS item_not_object;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, {"payload": 1}]'::jsonb)$$) AS missing_queue;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, {"queue": "p2.bad"}]'::jsonb)$$) AS missing_payload;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": 5, "payload": 1}]'::jsonb)$$) AS queue_not_string;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1, "transactionId": 12}]'::jsonb)$$) AS txn_not_string;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "partition": ["x"], "payload": 1}]'::jsonb)$$) AS partition_not_string;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, {"queue": "p2\u0001bad", "payload": 1}]'::jsonb)$$) AS control_in_queue;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "partition": "a\nb", "payload": 1}]'::jsonb)$$) AS control_in_partition;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "transactionId": "a\u001fb", "payload": 1}]'::jsonb)$$) AS control_in_txn;
-SELECT pg_temp.expect_error(format($$SELECT queen.push('[{"queue": "p2.bad", "transactionId": "%s", "payload": 1}]'::jsonb)$$, repeat('x', 65536))) AS txn_too_long;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": "\u0000"}]'::jsonb)$$) AS nul_in_payload;
-SELECT pg_temp.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, {"queue": "p2.bad", "payload": }]'::jsonb)$$) AS not_json;
+SELECT qtest.expect_error($$SELECT queen.push('{"item": []}'::jsonb)$$) AS no_items;
+SELECT qtest.expect_error($$SELECT queen.push('{"items": {}}'::jsonb)$$) AS items_not_array;
+SELECT qtest.expect_error($$SELECT queen.push('"items"'::jsonb)$$) AS scalar_body;
+SELECT qtest.expect_error($$SELECT queen.push(NULL::jsonb)$$) AS null_body;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, 7]'::jsonb)$$) AS item_not_object;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, {"payload": 1}]'::jsonb)$$) AS missing_queue;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, {"queue": "p2.bad"}]'::jsonb)$$) AS missing_payload;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": 5, "payload": 1}]'::jsonb)$$) AS queue_not_string;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1, "transactionId": 12}]'::jsonb)$$) AS txn_not_string;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "partition": ["x"], "payload": 1}]'::jsonb)$$) AS partition_not_string;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, {"queue": "p2\u0001bad", "payload": 1}]'::jsonb)$$) AS control_in_queue;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "partition": "a\nb", "payload": 1}]'::jsonb)$$) AS control_in_partition;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "transactionId": "a\u001fb", "payload": 1}]'::jsonb)$$) AS control_in_txn;
+SELECT qtest.expect_error(format($$SELECT queen.push('[{"queue": "p2.bad", "transactionId": "%s", "payload": 1}]'::jsonb)$$, repeat('x', 65536))) AS txn_too_long;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": "\u0000"}]'::jsonb)$$) AS nul_in_payload;
+SELECT qtest.expect_error($$SELECT queen.push('[{"queue": "p2.bad", "payload": 1}, {"queue": "p2.bad", "payload": }]'::jsonb)$$) AS not_json;
 SELECT count(*) AS bad_queues_created FROM queen.queues WHERE name LIKE 'p2%bad';
 
 -- many items over many partitions in one call

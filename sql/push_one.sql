@@ -1,14 +1,5 @@
 -- queen.push(queue, payload, partition, transaction_id): one message from SQL.
 
-CREATE FUNCTION pg_temp.expect_error(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE sql;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
-
 CREATE TEMP TABLE pushed AS
 SELECT * FROM queen.push('p1.orders', '{"order": 1}');
 
@@ -71,18 +62,18 @@ SELECT f.payload AS stored_bytes
 -- Bad input: a clear error with the right SQLSTATE, and nothing written.
 SELECT last_offset AS before FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
  WHERE q.name = 'p1.orders' AND p.name = 'Default';
-SELECT pg_temp.expect_error($$SELECT queen.push(NULL, '{}')$$) AS null_queue;
-SELECT pg_temp.expect_error($$SELECT queen.push('', '{}')$$) AS empty_queue;
-SELECT pg_temp.expect_error($$SELECT queen.push(E'p1\x01orders', '{}')$$) AS control_in_queue;
-SELECT pg_temp.expect_error($$SELECT queen.push(E'p1\x7forders', '{}')$$) AS del_in_queue;
-SELECT pg_temp.expect_error($$SELECT queen.push(repeat('q', 256), '{}')$$) AS queue_too_long;
-SELECT pg_temp.expect_error($$SELECT queen.push('p1.orders', '{}', E'a\tb')$$) AS control_in_partition;
-SELECT pg_temp.expect_error($$SELECT queen.push('p1.orders', '{}', '')$$) AS empty_partition;
-SELECT pg_temp.expect_error($$SELECT queen.push('p1.orders', '{}', 'Default', E'tx\x1f1')$$) AS control_in_txn;
-SELECT pg_temp.expect_error($$SELECT queen.push('p1.orders', '{}', 'Default', repeat('t', 65536))$$) AS txn_too_long;
-SELECT pg_temp.expect_error($$SELECT queen.push('p1.orders', NULL)$$) AS null_payload;
-SELECT pg_temp.expect_error($$SELECT queen.push('p1.orders', '{"a": 1')$$) AS payload_not_json;
-SELECT pg_temp.expect_error($$SELECT queen.push('p1.orders', '{"a": "\u0000"}')$$) AS payload_with_nul;
+SELECT qtest.expect_error($$SELECT queen.push(NULL, '{}')$$) AS null_queue;
+SELECT qtest.expect_error($$SELECT queen.push('', '{}')$$) AS empty_queue;
+SELECT qtest.expect_error($$SELECT queen.push(E'p1\x01orders', '{}')$$) AS control_in_queue;
+SELECT qtest.expect_error($$SELECT queen.push(E'p1\x7forders', '{}')$$) AS del_in_queue;
+SELECT qtest.expect_error($$SELECT queen.push(repeat('q', 256), '{}')$$) AS queue_too_long;
+SELECT qtest.expect_error($$SELECT queen.push('p1.orders', '{}', E'a\tb')$$) AS control_in_partition;
+SELECT qtest.expect_error($$SELECT queen.push('p1.orders', '{}', '')$$) AS empty_partition;
+SELECT qtest.expect_error($$SELECT queen.push('p1.orders', '{}', 'Default', E'tx\x1f1')$$) AS control_in_txn;
+SELECT qtest.expect_error($$SELECT queen.push('p1.orders', '{}', 'Default', repeat('t', 65536))$$) AS txn_too_long;
+SELECT qtest.expect_error($$SELECT queen.push('p1.orders', NULL)$$) AS null_payload;
+SELECT qtest.expect_error($$SELECT queen.push('p1.orders', '{"a": 1')$$) AS payload_not_json;
+SELECT qtest.expect_error($$SELECT queen.push('p1.orders', '{"a": "\u0000"}')$$) AS payload_with_nul;
 SELECT last_offset AS after FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
  WHERE q.name = 'p1.orders' AND p.name = 'Default';
 SELECT count(*) AS queues_created_by_bad_input FROM queen.queues

@@ -1,19 +1,6 @@
 -- queen.read: the ordered read of one partition, decoded in C; byte-exact
 -- round trips; damaged segments are reported, never skipped.
 
-CREATE FUNCTION pg_temp.expect_error(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE sql;
-	RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
-CREATE FUNCTION pg_temp.pid(qname text, pname text) RETURNS uuid LANGUAGE sql AS $$
-	SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-	 WHERE q.name = qname AND p.name = pname
-$$;
-
 -- segments of 3, 1 and 4 messages
 SELECT count(*) FROM queen.push((SELECT jsonb_agg(jsonb_build_object('queue', 'p5.read', 'payload', jsonb_build_object('n', i), 'transactionId', 'r' || i)) FROM generate_series(0, 2) i));
 SELECT count(*) FROM queen.push('p5.read', '{"n": 3}', 'Default', 'r3');
@@ -33,7 +20,7 @@ SELECT count(*) FROM queen.read('p5.read', 'Default', 0, 0);
 SELECT count(*) FROM queen.read('p5.read', 'nowhere');
 SELECT count(*) FROM queen.read('p5.no-such-queue');
 -- retention removes whole segments; the read resumes at the next one
-DELETE FROM queen.log_segments WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 3;
+DELETE FROM queen.log_segments WHERE partition_id = qtest.pid('p5.read', 'Default') AND base_offset = 3;
 SELECT log_offset FROM queen.read('p5.read', 'Default', 2, 3);
 
 -- Byte-exact round trip: what queen.read returns is what was pushed, and the
@@ -54,37 +41,37 @@ SELECT r.log_offset, octet_length(r.payload::text) AS bytes, r.payload = p.paylo
   FROM queen.read('p5.exact') r JOIN payloads p ON p.n = r.log_offset ORDER BY 1;
 SELECT f.idx, f.payload = convert_to(p.payload::text, 'UTF8') AS stored_bytes_exact
   FROM queen.log_segments s, queen.unpack_frames(s.blob) f, payloads p
- WHERE s.partition_id = pg_temp.pid('p5.exact', 'Default') AND p.n = f.idx ORDER BY 1;
+ WHERE s.partition_id = qtest.pid('p5.exact', 'Default') AND p.n = f.idx ORDER BY 1;
 
 -- Damaged segments: a clear error naming the segment, SQLSTATE XX001.
-CREATE TEMP TABLE good AS SELECT blob FROM queen.log_segments WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
+CREATE TEMP TABLE good AS SELECT blob FROM queen.log_segments WHERE partition_id = qtest.pid('p5.read', 'Default') AND base_offset = 4;
 UPDATE queen.log_segments SET blob = '\x28b52ffd00112233'
- WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS not_decompressible;
+ WHERE partition_id = qtest.pid('p5.read', 'Default') AND base_offset = 4;
+SELECT qtest.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS not_decompressible;
 -- reading before the damage still works
 SELECT log_offset FROM queen.read('p5.read', 'Default', 0, 3);
 -- fewer frames than the row's offsets promise
 UPDATE queen.log_segments SET blob = queen.pack_frames(ARRAY[NULL::uuid], ARRAY['only'], ARRAY['{}'::bytea])
- WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS too_few_frames;
+ WHERE partition_id = qtest.pid('p5.read', 'Default') AND base_offset = 4;
+SELECT qtest.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS too_few_frames;
 -- more frames than its offsets cover
 UPDATE queen.log_segments SET blob = queen.pack_frames(array_fill(NULL::uuid, ARRAY[5]), '{a,b,c,d,e}', array_fill('{}'::bytea, ARRAY[5]))
- WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS too_many_frames;
+ WHERE partition_id = qtest.pid('p5.read', 'Default') AND base_offset = 4;
+SELECT qtest.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS too_many_frames;
 -- a payload that is not JSON
 UPDATE queen.log_segments SET blob = queen.pack_frames(array_fill(NULL::uuid, ARRAY[4]), '{a,b,c,d}', ARRAY['{}', '{}', '{bad', '{}']::bytea[])
- WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS payload_not_json;
+ WHERE partition_id = qtest.pid('p5.read', 'Default') AND base_offset = 4;
+SELECT qtest.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS payload_not_json;
 -- valid JSON that jsonb cannot hold
 UPDATE queen.log_segments SET blob = queen.pack_frames(array_fill(NULL::uuid, ARRAY[4]), '{a,b,c,d}', ARRAY['{}'::bytea, convert_to('"\u0000"', 'UTF8'), '{}', '{}'])
- WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS payload_with_nul_escape;
+ WHERE partition_id = qtest.pid('p5.read', 'Default') AND base_offset = 4;
+SELECT qtest.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 4)$$) AS payload_with_nul_escape;
 UPDATE queen.log_segments SET blob = (SELECT blob FROM good)
- WHERE partition_id = pg_temp.pid('p5.read', 'Default') AND base_offset = 4;
+ WHERE partition_id = qtest.pid('p5.read', 'Default') AND base_offset = 4;
 SELECT log_offset, transaction_id FROM queen.read('p5.read', 'Default', 4, 2);
 
 -- bad arguments
-SELECT pg_temp.expect_error($$SELECT * FROM queen.read(NULL)$$) AS null_queue;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', -1)$$) AS negative_offset;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 0, -1)$$) AS negative_max;
-SELECT pg_temp.expect_error($$SELECT * FROM queen.read('p5.read', E'a\x01')$$) AS control_in_partition;
+SELECT qtest.expect_error($$SELECT * FROM queen.read(NULL)$$) AS null_queue;
+SELECT qtest.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', -1)$$) AS negative_offset;
+SELECT qtest.expect_error($$SELECT * FROM queen.read('p5.read', 'Default', 0, -1)$$) AS negative_max;
+SELECT qtest.expect_error($$SELECT * FROM queen.read('p5.read', E'a\x01')$$) AS control_in_partition;

@@ -43,6 +43,20 @@ queen_text_array(ArrayType *arr, const char *what, Datum **elems, bool **nulls)
 	return n;
 }
 
+/* Decompress a blob given as an argument; damage is the caller's bad input. */
+static void
+queen_decompress_arg(bytea *blob, StringInfo raw)
+{
+	const char *problem;
+
+	initStringInfo(raw);
+	problem = queen_decompress(VARDATA_ANY(blob), VARSIZE_ANY_EXHDR(blob), raw);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("segment blob does not decompress: %s", problem)));
+}
+
 /* queen.uuid_v7() -> uuid */
 Datum
 queen_uuid_v7_sql(PG_FUNCTION_ARGS)
@@ -185,13 +199,7 @@ queen_unpack_frames_sql(PG_FUNCTION_ARGS)
 	int			idx = 0;
 
 	InitMaterializedSRF(fcinfo, 0);
-
-	initStringInfo(&raw);
-	problem = queen_decompress(VARDATA_ANY(blob), VARSIZE_ANY_EXHDR(blob), &raw);
-	if (problem != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-				 errmsg("segment blob does not decompress: %s", problem)));
+	queen_decompress_arg(blob, &raw);
 
 	while (pos < (size_t) raw.len)
 	{
@@ -242,15 +250,9 @@ queen_decompress_segment_sql(PG_FUNCTION_ARGS)
 {
 	bytea	   *blob = PG_GETARG_BYTEA_PP(0);
 	StringInfoData raw;
-	const char *problem;
 	bytea	   *out;
 
-	initStringInfo(&raw);
-	problem = queen_decompress(VARDATA_ANY(blob), VARSIZE_ANY_EXHDR(blob), &raw);
-	if (problem != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-				 errmsg("segment blob does not decompress: %s", problem)));
+	queen_decompress_arg(blob, &raw);
 	out = palloc(VARHDRSZ + raw.len);
 	SET_VARSIZE(out, VARHDRSZ + raw.len);
 	memcpy(VARDATA(out), raw.data, raw.len);

@@ -1,0 +1,28 @@
+-- Helpers shared by the regression tests that follow (schema qtest).
+
+CREATE SCHEMA qtest;
+
+-- Run a statement; return its SQLSTATE and message instead of failing.
+CREATE FUNCTION qtest.expect_error(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE sql;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END
+$$;
+
+-- A segment blob for the given transactionIds, as the broker builds it.
+CREATE FUNCTION qtest.blob(txns text[]) RETURNS bytea LANGUAGE sql AS $$
+	SELECT queen.pack_frames(array_fill(NULL::uuid, ARRAY[cardinality(txns)]), txns,
+	                         (SELECT array_agg(convert_to(format('{"t": "%s"}', t), 'UTF8')) FROM unnest(txns) t))
+$$;
+
+-- The id of a partition of the default tenant.
+CREATE FUNCTION qtest.pid(qname text, pname text) RETURNS uuid LANGUAGE sql AS $$
+	SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+	 WHERE q.name = qname AND p.name = pname AND q.tenant_id = '00000000-0000-0000-0000-000000000001'
+$$;
+
+SELECT qtest.expect_error('SELECT 1/0');
+SELECT octet_length(qtest.blob('{a,b}')) > 0 AS blob_ok;
