@@ -221,7 +221,7 @@ queen_plan(QueenPlanId id)
 	}
 	Assert(sql != NULL);
 
-	plan = queen_keep_plan(sql, nargs, argtypes);
+	plan = queen_keep_plan(sql, nargs, argtypes, id == PLAN_PROBE);
 	queen_plans[id] = plan;
 	return plan;
 }
@@ -229,11 +229,22 @@ queen_plan(QueenPlanId id)
 /*
  * Prepare a statement for the life of the process.  Must be called between
  * SPI_connect and SPI_finish.
+ *
+ * Plans are generic: planned once, not again for every call with new
+ * arguments (which dominated the CPU of a small push), and replanned by the
+ * plan cache when the tables' statistics change.  A statement read through
+ * a cursor that usually stops early is planned for its first rows, so it
+ * walks the primary key in order instead of sorting everything up front.
  */
 SPIPlanPtr
-queen_keep_plan(const char *sql, int nargs, Oid *argtypes)
+queen_keep_plan(const char *sql, int nargs, Oid *argtypes, bool first_rows)
 {
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+	int			options = CURSOR_OPT_GENERIC_PLAN;
+	SPIPlanPtr	plan;
+
+	if (first_rows)
+		options |= CURSOR_OPT_FAST_PLAN;
+	plan = SPI_prepare_cursor(sql, nargs, argtypes, options);
 
 	if (plan == NULL)
 		elog(ERROR, "queen: could not prepare statement: %s",

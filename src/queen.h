@@ -146,7 +146,8 @@ typedef struct QueenSegment
 } QueenSegment;
 
 extern void queen_spi_connect(void);
-extern struct _SPI_plan *queen_keep_plan(const char *sql, int nargs, Oid *argtypes);
+extern struct _SPI_plan *queen_keep_plan(const char *sql, int nargs, Oid *argtypes,
+										 bool first_rows);
 extern void queen_push_bundle(QueenSegment *segs, int nsegs);
 extern void queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid);
 

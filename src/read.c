@@ -184,13 +184,13 @@ queen_read(PG_FUNCTION_ARGS)
 	{
 		Oid			types[3] = {UUIDOID, TEXTOID, TEXTOID};
 
-		queen_read_pid_plan = queen_keep_plan(sql_read_pid, 3, types);
+		queen_read_pid_plan = queen_keep_plan(sql_read_pid, 3, types, false);
 	}
 	if (queen_read_segments_plan == NULL)
 	{
 		Oid			types[2] = {UUIDOID, INT8OID};
 
-		queen_read_segments_plan = queen_keep_plan(sql_read_segments, 2, types);
+		queen_read_segments_plan = queen_keep_plan(sql_read_segments, 2, types, true);
 	}
 
 	values[0] = UUIDPGetDatum(&tenant);
