@@ -14,6 +14,7 @@ OBJS = \
 	src/codec.o \
 	src/validate.o \
 	src/alloc.o \
+	src/dedup_cache.o \
 	src/alloc_sql.o \
 	src/push.o \
 	src/read.o \
@@ -34,7 +35,7 @@ PG_CFLAGS = -Wall -Wextra
 REGRESS = setup schema codec push_one push_items alloc dedup read tenants rollback failure_modes
 REGRESS_OPTS = --load-extension=queen
 TAP_TESTS = 1
-ISOLATION = concurrent_push concurrent_provision statement_timeout
+ISOLATION = concurrent_push concurrent_provision statement_timeout dedup_cache
 ISOLATION_OPTS = --load-extension=queen
 
 include $(PGXS)

@@ -44,13 +44,17 @@ SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 5}', 'Default', 'or
 -- the same transactionId in another partition is another message
 SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 6}', 'other', 'order-1');
 
--- outside the window: the hash row is older than the window, so the id is new again
+-- outside the window: the hash row is older than the window, so the id is new
+-- again.  Time is simulated by rewriting created_at, which this session's
+-- dedup cache cannot see, so the cache is off for this part.
+SET queen.dedup_cache_mb = 0;
 UPDATE queen.log_txns SET created_at = created_at - interval '2 hours'
  WHERE partition_id = qtest.pid('p4.dedup', 'Default');
 SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 7}', 'Default', 'order-1');
 -- and inside a shorter window, it is a duplicate of what was just stored
 UPDATE queen.queues SET dedup_window_seconds = 60 WHERE name = 'p4.dedup';
 SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 8}', 'Default', 'order-1');
+RESET queen.dedup_cache_mb;
 
 -- hashes below txns_start were purged: not compared
 CREATE TEMP TABLE second AS SELECT * FROM queen.push('p4.purge', '{}', 'Default', 'p-1');
@@ -64,11 +68,18 @@ SELECT status, log_offset FROM queen.push('p4.purge', '{}', 'Default', 'p-2');
 SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), 1, qtest.blob('{p-2}'))->>'status' AS vouched_past_original;
 SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), 0, qtest.blob('{p-2}')) AS vouched_below_original;
 SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), -1, qtest.blob('{p-2}')) AS full_probe;
--- a vouched offset inside a stored segment: the whole segment reaching past
--- it is compared, as Queen does (conservative: a match is still reported)
+-- p_verified is honoured frame by frame: with a vouched offset inside a
+-- stored segment, the segment's frames at or below it are not compared,
+-- those above it are
 SELECT queen.log_push_one_v1('p4.straddle', 'Default', 3, queen.hash_blob('{s-a,s-b,s-c}'), -1, qtest.blob('{s-a,s-b,s-c}'))->>'status' AS three_frames;
-SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-a}'), 1, qtest.blob('{s-a}')) AS straddled;
-SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-a}'), 2, qtest.blob('{s-a}'))->>'status' AS past_the_segment;
+SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-c}'), 1, qtest.blob('{s-c}')) AS above_the_vouched_offset;
+SELECT queen.log_push_one_v1('p4.straddle', 'Default', 1, queen.hash_blob('{s-a}'), 1, qtest.blob('{s-a}'))->>'status' AS at_or_below_it;
+-- the same answers without this session's dedup cache, from the table alone
+SET queen.dedup_cache_mb = 0;
+SELECT queen.log_push_one_v1('p4.straddle', 'nocache', 3, queen.hash_blob('{s-a,s-b,s-c}'), -1, qtest.blob('{s-a,s-b,s-c}'))->>'status' AS three_frames;
+SELECT queen.log_push_one_v1('p4.straddle', 'nocache', 1, queen.hash_blob('{s-c}'), 1, qtest.blob('{s-c}')) AS above_the_vouched_offset;
+SELECT queen.log_push_one_v1('p4.straddle', 'nocache', 1, queen.hash_blob('{s-a}'), 1, qtest.blob('{s-a}'))->>'status' AS at_or_below_it;
+RESET queen.dedup_cache_mb;
 -- p_window overrides the queue's window for one call
 SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), -1, qtest.blob('{p-2}'),
                              qtest.pid('p4.purge', 'Default'), 0)->>'status' AS window_0;

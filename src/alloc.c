@@ -83,7 +83,7 @@ static const char *const sql_provision_partitions =
 
 /* LockRows sits above the Sort, so rows are locked in ORDER BY order. */
 static const char *const sql_prelock =
-"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start"
+"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at"
 "  FROM unnest($1::text[], $2::text[], $3::uuid[])"
 "       WITH ORDINALITY AS u(qname, pname, tenant, ord)"
 "  JOIN queen.queues q ON q.tenant_id = u.tenant AND q.name = u.qname"
@@ -92,22 +92,26 @@ static const char *const sql_prelock =
 "   FOR UPDATE OF p";
 
 static const char *const sql_lock_one =
-"SELECT p.last_offset, p.txns_start, q.dedup_window_seconds"
+"SELECT p.last_offset, p.txns_start, q.dedup_window_seconds, p.created_at"
 "  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
 " WHERE p.id = $1"
 "   FOR UPDATE OF p";
 
 /*
- * Candidate hash rows for a probe over (from, last_offset], newest first.
- * created_at is monotone in offset order (stamped under the row lock), so
- * the walk stops at the first row that ends at or below from or is older
- * than the window: it visits the window's rows and no others, however much
- * older history the table still holds.
+ * Candidate hash rows for a probe above $2: the rows starting above it,
+ * newest first along the primary key, then the one row that may straddle
+ * it.  created_at is monotone in offset order (stamped under the row lock),
+ * so the reader stops at the first row older than the window: it visits the
+ * window's rows above $2 and no others.
  */
 static const char *const sql_probe =
-"SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
-" WHERE partition_id = $1"
-" ORDER BY base_offset DESC";
+"(SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
+"  WHERE partition_id = $1 AND base_offset > $2"
+"  ORDER BY base_offset DESC)"
+" UNION ALL "
+"(SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
+"  WHERE partition_id = $1 AND base_offset <= $2"
+"  ORDER BY base_offset DESC LIMIT 1)";
 
 /*
  * The allocator and the two inserts, as one statement (one executor start
@@ -199,7 +203,8 @@ queen_plan(QueenPlanId id)
 		case PLAN_PROBE:
 			sql = sql_probe;
 			argtypes[0] = UUIDOID;
-			nargs = 1;
+			argtypes[1] = INT8OID;
+			nargs = 2;
 			break;
 		case PLAN_WRITE:
 			sql = sql_write;
@@ -310,6 +315,12 @@ queen_get_int32(HeapTuple tuple, TupleDesc desc, int col)
 	return DatumGetInt32(d);
 }
 
+static TimestampTz
+queen_get_timestamptz(HeapTuple tuple, TupleDesc desc, int col)
+{
+	return (TimestampTz) queen_get_int64(tuple, desc, col);	/* same representation */
+}
+
 static void
 queen_get_uuid(HeapTuple tuple, TupleDesc desc, int col, pg_uuid_t *out)
 {
@@ -391,6 +402,17 @@ queen_validate_segment(const QueenSegment *seg, int ordinal)
  * ----------------------------------------------------------------
  */
 
+/* A segment whose partition is resolved, as the write steps see it. */
+typedef struct QueenTarget
+{
+	QueenSegment *seg;
+	pg_uuid_t	pid;
+	int32		window;
+	int64		last_offset;	/* as locked */
+	int64		txns_start;
+	TimestampTz generation;		/* the row's created_at: tells a recreated partition */
+} QueenTarget;
+
 typedef struct QueenHashRef
 {
 	const uint8 *hash;
@@ -410,103 +432,157 @@ queen_hashref_cmp(const void *a, const void *b)
 }
 
 /*
- * Compare the segment's hashes against stored hashes of the rows reaching
- * past from, written within the window.  Runs under the partition row lock.  Returns
- * true and fills seg->dups (in out_cxt) when anything matched, in which case
- * nothing is written for this segment.
+ * Lower first_off[i] to the offset of every stored frame of one log_txns row
+ * above from whose hash equals incoming frame i.
+ */
+static void
+queen_probe_row(const QueenHashRef *sorted, int k, const uint8 *stored,
+				Size nstored, int64 base, int64 from, int64 *first_off)
+{
+	Size		j;
+
+	/* frames at or below from are vouched for: a straddling row starts above it */
+	for (j = (Size) Max(from + 1 - base, 0); j < nstored; j++)
+	{
+		QueenHashRef key = {stored + j * QUEEN_HASH_LEN, -1};
+		int			lo = 0,
+					hi = k;
+
+		/* lower bound: index -1 sorts before every real entry with that hash */
+		while (lo < hi)
+		{
+			int			mid = lo + (hi - lo) / 2;
+
+			if (queen_hashref_cmp(&sorted[mid], &key) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (; lo < k && memcmp(sorted[lo].hash, key.hash, QUEEN_HASH_LEN) == 0; lo++)
+		{
+			int64		off = base + (int64) j;
+			int32		idx = sorted[lo].index;
+
+			if (first_off[idx] < 0 || off < first_off[idx])
+				first_off[idx] = off;
+		}
+	}
+}
+
+/*
+ * Compare the segment's hashes with the partition's stored hashes at
+ * offsets above from, written within the window.  Runs under the partition
+ * row lock.  Returns true and fills seg->dups (in out_cxt) when anything
+ * matched, in which case nothing is written for this segment.
+ *
+ * What this process has already read of the partition comes from the dedup
+ * cache (dedup_cache.c); only rows above what it verified are read from the
+ * table, and they are added to it, unless this transaction wrote to the
+ * partition before (those rows may be its own, not yet committed).
  */
 static bool
-queen_probe(QueenSegment *seg, const pg_uuid_t *pid, int64 from,
-			TimestampTz now, int32 window, MemoryContext out_cxt)
+queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
+			TimestampTz now, MemoryContext out_cxt)
 {
 	int			k = seg->msg_count;
 	const uint8 *incoming = (const uint8 *) VARDATA_ANY(seg->hashes);
-	QueenHashRef *sorted = palloc(sizeof(QueenHashRef) * k);
+	TimestampTz cutoff = now - (TimestampTz) t->window * USECS_PER_SEC;
 	int64	   *first_off = palloc(sizeof(int64) * k);
-	TimestampTz cutoff = now - (TimestampTz) window * USECS_PER_SEC;
-	Datum		value = UUIDPGetDatum(pid);
-	Portal		portal;
-	bool		done = false;
+	bool		own_writes = queen_dedup_cache_wrote(&t->pid);
+	QueenDedupEntry *cached;
+	QueenDedupEntry *fill = NULL;
+	int64		read_from = from;
 	int			i,
 				ndups = 0;
 
 	for (i = 0; i < k; i++)
-	{
-		sorted[i].hash = incoming + (Size) i * QUEEN_HASH_LEN;
-		sorted[i].index = i;
 		first_off[i] = -1;
-	}
-	qsort(sorted, k, sizeof(QueenHashRef), queen_hashref_cmp);
 
-	/*
-	 * A cursor, because a busy partition's window can hold more hashes than
-	 * fit in memory at once; and a fresh snapshot (read_only = false),
-	 * because rows committed by the pusher whose lock we waited for are not
-	 * in the snapshot our caller started with.
-	 */
-	portal = SPI_cursor_open(NULL, queen_plan(PLAN_PROBE), &value, NULL, false);
-	while (!done)
+	cached = queen_dedup_cache_get(&t->pid, t->generation, from, cutoff, t->last_offset);
+	if (cached != NULL)
 	{
-		uint64		r;
-
-		SPI_cursor_fetch(portal, true, 64);
-		if (SPI_processed == 0)
-			break;
-		for (r = 0; r < SPI_processed; r++)
-		{
-			HeapTuple	tuple = SPI_tuptable->vals[r];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			int64		base = queen_get_int64(tuple, desc, 1);
-			bool		isnull;
-			Datum		d;
-			bytea	   *stored;
-			const uint8 *h;
-			Size		nstored,
-						j;
-
-			if (queen_get_int64(tuple, desc, 2) <= from ||
-				DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull)) < cutoff)
-			{
-				done = true;
-				break;
-			}
-			d = SPI_getbinval(tuple, desc, 4, &isnull);
-			if (isnull)
-				continue;
-			stored = DatumGetByteaPP(d);
-			h = (const uint8 *) VARDATA_ANY(stored);
-			nstored = VARSIZE_ANY_EXHDR(stored) / QUEEN_HASH_LEN;
-			for (j = 0; j < nstored; j++)
-			{
-				QueenHashRef key = {h + j * QUEEN_HASH_LEN, -1};
-				int			lo = 0,
-							hi = k;
-
-				/* lower bound: index -1 sorts before every real entry with that hash */
-				while (lo < hi)
-				{
-					int			mid = lo + (hi - lo) / 2;
-
-					if (queen_hashref_cmp(&sorted[mid], &key) < 0)
-						lo = mid + 1;
-					else
-						hi = mid;
-				}
-				for (; lo < k && memcmp(sorted[lo].hash, key.hash, QUEEN_HASH_LEN) == 0; lo++)
-				{
-					int64		off = base + (int64) j;
-					int32		idx = sorted[lo].index;
-
-					if (first_off[idx] < 0 || off < first_off[idx])
-						first_off[idx] = off;
-				}
-			}
-			if ((Pointer) stored != DatumGetPointer(d))
-				pfree(stored);	/* detoasted copy: do not let a long window pile up */
-		}
-		SPI_freetuptable(SPI_tuptable);
+		queen_dedup_cache_match(cached, incoming, k, from, cutoff, first_off);
+		read_from = Max(from, queen_dedup_cache_verified_upto(cached));
+		if (!own_writes)
+			fill = cached;
 	}
-	SPI_cursor_close(portal);
+	else if (!own_writes && from == t->txns_start - 1)
+		fill = queen_dedup_cache_create(&t->pid, t->generation, from, cutoff);
+
+	if (t->last_offset > read_from)
+	{
+		QueenHashRef *sorted = palloc(sizeof(QueenHashRef) * k);
+		Datum		values[2];
+		Portal		portal;
+		bool		done = false;
+
+		for (i = 0; i < k; i++)
+		{
+			sorted[i].hash = incoming + (Size) i * QUEEN_HASH_LEN;
+			sorted[i].index = i;
+		}
+		qsort(sorted, k, sizeof(QueenHashRef), queen_hashref_cmp);
+
+		/*
+		 * A cursor, because a busy partition's window can hold more hashes
+		 * than fit in memory at once; and a fresh snapshot (read_only =
+		 * false), because rows committed by the pusher whose lock we waited
+		 * for are not in the snapshot our caller started with.
+		 */
+		values[0] = UUIDPGetDatum(&t->pid);
+		values[1] = Int64GetDatum(read_from);
+		portal = SPI_cursor_open(NULL, queen_plan(PLAN_PROBE), values, NULL, false);
+		while (!done)
+		{
+			uint64		r;
+
+			SPI_cursor_fetch(portal, true, 64);
+			if (SPI_processed == 0)
+				break;
+			for (r = 0; r < SPI_processed; r++)
+			{
+				HeapTuple	tuple = SPI_tuptable->vals[r];
+				TupleDesc	desc = SPI_tuptable->tupdesc;
+				int64		base = queen_get_int64(tuple, desc, 1);
+				bool		isnull;
+				TimestampTz created;
+				Datum		d;
+				bytea	   *stored;
+				Size		nstored;
+
+				if (queen_get_int64(tuple, desc, 2) <= read_from)
+					continue;	/* the row below read_from, not straddling it */
+				created = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
+				if (created < cutoff)
+				{
+					done = true;	/* every row below is older still */
+					break;
+				}
+				d = SPI_getbinval(tuple, desc, 4, &isnull);
+				if (isnull)
+					continue;
+				stored = DatumGetByteaPP(d);
+				nstored = VARSIZE_ANY_EXHDR(stored) / QUEEN_HASH_LEN;
+				queen_probe_row(sorted, k, (const uint8 *) VARDATA_ANY(stored),
+								nstored, base, from, first_off);
+				if (fill != NULL &&
+					!queen_dedup_cache_add(fill, (const uint8 *) VARDATA_ANY(stored),
+										   (int) nstored, base, created, cutoff))
+				{
+					/* the window does not fit the cache: probe without it */
+					queen_dedup_cache_drop(fill);
+					fill = NULL;
+				}
+				if ((Pointer) stored != DatumGetPointer(d))
+					pfree(stored);	/* detoasted copy: do not let a long window pile up */
+			}
+			SPI_freetuptable(SPI_tuptable);
+		}
+		SPI_cursor_close(portal);
+		pfree(sorted);
+	}
+	if (fill != NULL)
+		queen_dedup_cache_verified(fill, t->last_offset, cutoff);
 
 	for (i = 0; i < k; i++)
 		if (first_off[i] >= 0)
@@ -527,7 +603,6 @@ queen_probe(QueenSegment *seg, const pg_uuid_t *pid, int64 from,
 		}
 		seg->ndups = ndups;
 	}
-	pfree(sorted);
 	pfree(first_off);
 	return ndups > 0;
 }
@@ -536,16 +611,6 @@ queen_probe(QueenSegment *seg, const pg_uuid_t *pid, int64 from,
  *		Writing
  * ----------------------------------------------------------------
  */
-
-/* A segment whose partition is resolved, as the write steps see it. */
-typedef struct QueenTarget
-{
-	QueenSegment *seg;
-	pg_uuid_t	pid;
-	int32		window;
-	int64		last_offset;	/* as locked */
-	int64		txns_start;
-} QueenTarget;
 
 static int
 queen_target_pid_cmp(const void *a, const void *b)
@@ -613,6 +678,9 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 		seg->base_offset = queen_get_int64(tuple, desc, 2);
 		seg->created_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
 		seg->status = QUEEN_SEGMENT_QUEUED;
+		/* whatever the window: a later probe in this transaction must know */
+		queen_dedup_cache_remember(&key.pid, seg->base_offset, seg->msg_count,
+								   seg->created_at, (const uint8 *) VARDATA_ANY(seg->hashes));
 	}
 	SPI_freetuptable(SPI_tuptable);
 
@@ -655,8 +723,7 @@ queen_allocate_locked(QueenTarget **targets, int n, TimestampTz now,
 		{
 			int64		from = Max(seg->verified, t->txns_start - 1);
 
-			if (t->last_offset > from &&
-				queen_probe(seg, &t->pid, from, now, t->window, out_cxt))
+			if (queen_probe(seg, t, from, now, out_cxt))
 			{
 				seg->status = QUEEN_SEGMENT_DUPLICATE;
 				seg->probed_upto = t->last_offset;
@@ -755,6 +822,7 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 			queen_get_int32(tuple, desc, 3);
 		t->last_offset = queen_get_int64(tuple, desc, 4);
 		t->txns_start = queen_get_int64(tuple, desc, 5);
+		t->generation = queen_get_timestamptz(tuple, desc, 6);
 		ordered[r] = t;
 
 		if (r > 0 && queen_uuid_cmp(&ordered[r - 1]->pid, &t->pid) == 0)
@@ -807,6 +875,7 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 		target.window = 0;
 		target.last_offset = -1;
 		target.txns_start = 0;
+		target.generation = 0;
 		seg->partition_id = *pid;
 		seg->window = 0;
 		queen_write(&tp, 1, 0, true);
@@ -827,6 +896,7 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 		target.last_offset = queen_get_int64(tuple, desc, 1);
 		target.txns_start = queen_get_int64(tuple, desc, 2);
 		target.window = seg->window_set ? seg->window_in : queen_get_int32(tuple, desc, 3);
+		target.generation = queen_get_timestamptz(tuple, desc, 4);
 		SPI_freetuptable(SPI_tuptable);
 		queen_allocate_locked(&tp, 1, GetCurrentTimestamp(), out_cxt);
 	}

@@ -17,6 +17,9 @@
 /* zstd level for segment blobs; Queen's default is 3 */
 int			queen_zstd_level = 3;
 
+/* per-process budget of the dedup cache (dedup_cache.c); 0 turns it off */
+int			queen_dedup_cache_mb = 32;
+
 /* tenant the SQL door acts for; the HTTP door takes it from a header instead */
 char	   *queen_tenant_setting = NULL;
 
@@ -74,6 +77,15 @@ queen_define_gucs(void)
 							3, 1, 19,
 							PGC_USERSET,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.dedup_cache_mb",
+							"Memory each process may use to remember the transactionId hashes it has verified.",
+							"A push then reads only what other sessions wrote since; 0 turns the cache off and every push reads its partition's whole dedup window.",
+							&queen_dedup_cache_mb,
+							32, 0, 65536,
+							PGC_USERSET,
+							GUC_UNIT_MB,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("queen.tenant",

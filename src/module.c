@@ -4,7 +4,8 @@
  *	  Extension entry point.
  *
  * Queen works without being preloaded: the SQL door only needs its
- * settings, defined here on first load.  Background workers and shared
+ * settings and the dedup cache's transaction callbacks, set up here on
+ * first load.  Background workers and shared
  * memory are registered from here too once the broker exists.
  *
  *-------------------------------------------------------------------------
@@ -21,4 +22,5 @@ void
 _PG_init(void)
 {
 	queen_define_gucs();
+	queen_dedup_cache_init();
 }

@@ -44,6 +44,7 @@
  * ----------------------------------------------------------------
  */
 extern int	queen_zstd_level;
+extern int	queen_dedup_cache_mb;
 extern char *queen_tenant_setting;
 
 extern void queen_define_gucs(void);
@@ -150,6 +151,31 @@ extern struct _SPI_plan *queen_keep_plan(const char *sql, int nargs, Oid *argtyp
 										 bool first_rows);
 extern void queen_push_bundle(QueenSegment *segs, int nsegs);
 extern void queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid);
+
+/* ----------------------------------------------------------------
+ *		The dedup cache (dedup_cache.c)
+ * ----------------------------------------------------------------
+ */
+typedef struct QueenDedupEntry QueenDedupEntry;
+
+extern void queen_dedup_cache_init(void);
+extern QueenDedupEntry *queen_dedup_cache_get(const pg_uuid_t *pid, TimestampTz generation,
+											  int64 from, TimestampTz cutoff,
+											  int64 last_offset);
+extern QueenDedupEntry *queen_dedup_cache_create(const pg_uuid_t *pid, TimestampTz generation,
+												 int64 floor, TimestampTz loaded_since);
+extern void queen_dedup_cache_drop(QueenDedupEntry *e);
+extern bool queen_dedup_cache_add(QueenDedupEntry *e, const uint8 *hashes, int count,
+								  int64 base, TimestampTz created_at, TimestampTz cutoff);
+extern void queen_dedup_cache_verified(QueenDedupEntry *e, int64 last_offset,
+									   TimestampTz cutoff);
+extern int64 queen_dedup_cache_verified_upto(const QueenDedupEntry *e);
+extern void queen_dedup_cache_match(const QueenDedupEntry *e, const uint8 *incoming,
+									int count, int64 from, TimestampTz cutoff,
+									int64 *first_off);
+extern bool queen_dedup_cache_wrote(const pg_uuid_t *pid);
+extern void queen_dedup_cache_remember(const pg_uuid_t *pid, int64 base, int32 count,
+									   TimestampTz created_at, const uint8 *hashes);
 
 /* The covering segment of an offset, as log_segment_at_v1 returns it. */
 typedef struct QueenStoredSegment
