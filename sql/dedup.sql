@@ -87,3 +87,32 @@ SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'),
 -- the original's segment was deleted (retention): duplicate with the zero UUID
 DELETE FROM queen.log_segments WHERE partition_id = qtest.pid('p4.purge', 'Default') AND base_offset = 1;
 SELECT status, message_id, log_offset, created_at FROM queen.push('p4.purge', '{}', 'Default', 'p-2');
+
+-- The cache grows through many resizes and still answers exactly: 2000 ids
+-- stored with the cache off are read into it by one cold probe, then
+-- answered from memory.
+SET queen.dedup_cache_mb = 0;
+SELECT count(*) AS stored FROM generate_series(1, 2000) i, LATERAL queen.push('p4.big', '{}', 'Default', 'big-' || i) r
+ WHERE r.status = 'queued';
+RESET queen.dedup_cache_mb;
+SELECT status, count(*), min(log_offset), max(log_offset)
+  FROM queen.push((SELECT jsonb_agg(jsonb_build_object('queue', 'p4.big', 'payload', i, 'transactionId', 'big-' || i)) FROM generate_series(1, 2000) i))
+ GROUP BY status;
+SELECT status, log_offset FROM queen.push('p4.big', '{}', 'Default', 'big-new');
+SELECT status, count(*)
+  FROM queen.push((SELECT jsonb_agg(jsonb_build_object('queue', 'p4.big', 'payload', i, 'transactionId', 'big-' || i)) FROM generate_series(1, 2001) i))
+ GROUP BY status;
+
+-- With a budget too small for every partition, the least recently used are
+-- evicted and read again when needed: verdicts do not change.
+SET queen.dedup_cache_mb = 1;
+SELECT status, count(*)
+  FROM queen.push((SELECT jsonb_agg(jsonb_build_object('queue', 'p4.evict', 'partition', 'p' || i, 'payload', i, 'transactionId', 't' || i)) FROM generate_series(1, 700) i))
+ GROUP BY status;
+SELECT status, count(*)
+  FROM queen.push((SELECT jsonb_agg(jsonb_build_object('queue', 'p4.evict', 'partition', 'p' || i, 'payload', i, 'transactionId', 't' || i)) FROM generate_series(1, 700) i))
+ GROUP BY status;
+SELECT status, count(*)
+  FROM queen.push((SELECT jsonb_agg(jsonb_build_object('queue', 'p4.evict', 'partition', 'p' || i, 'payload', i, 'transactionId', 'u' || i)) FROM generate_series(1, 700) i))
+ GROUP BY status;
+RESET queen.dedup_cache_mb;

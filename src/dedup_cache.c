@@ -183,6 +183,7 @@ queen_dedup_reserve(QueenDedupEntry *e, uint32 more, TimestampTz cutoff)
 	uint32		newcap;
 	Size		newbytes;
 	QueenDedupSlot *slots;
+	uint32		kept = 0;
 	uint32		i;
 
 	if (e->capacity > 0 && want * 4 <= (uint64) e->capacity * 3)
@@ -224,7 +225,6 @@ queen_dedup_reserve(QueenDedupEntry *e, uint32 more, TimestampTz cutoff)
 	for (i = 0; i < newcap; i++)
 		slots[i].offset = -1;
 
-	e->used = 0;
 	for (i = 0; i < e->capacity; i++)
 	{
 		QueenDedupSlot *s = &e->slots[i];
@@ -232,11 +232,12 @@ queen_dedup_reserve(QueenDedupEntry *e, uint32 more, TimestampTz cutoff)
 		if (s->offset < 0 || s->created_at < cutoff)
 			continue;
 		queen_slot_put(slots, newcap, s->hash, s->offset, s->created_at);
-		e->used++;
+		kept++;
 	}
 	queen_dedup_free_slots(e);
 	e->slots = slots;
 	e->capacity = newcap;
+	e->used = kept;
 	queen_dedup_bytes += newbytes;
 	e->loaded_since = Max(e->loaded_since, cutoff);
 	return true;
