@@ -155,18 +155,28 @@ queen_slot_start(const uint8 *hash, uint32 capacity)
 	return (uint32) (key & (capacity - 1));
 }
 
-/* Insert without growing; capacity must leave room. */
-static void
+/*
+ * Insert without growing.  The caller reserved room; the walk is bounded
+ * anyway, so an accounting mistake degrades to "not cached", never to a
+ * process spinning under a lock.
+ */
+static bool
 queen_slot_put(QueenDedupSlot *slots, uint32 capacity, const uint8 *hash,
 			   int64 offset, TimestampTz created_at)
 {
 	uint32		i = queen_slot_start(hash, capacity);
+	uint32		steps;
 
-	while (slots[i].offset >= 0)
+	for (steps = 0; slots[i].offset >= 0; steps++)
+	{
+		if (steps >= capacity)
+			return false;
 		i = (i + 1) & (capacity - 1);
+	}
 	memcpy(slots[i].hash, hash, QUEEN_HASH_LEN);
 	slots[i].offset = offset;
 	slots[i].created_at = created_at;
+	return true;
 }
 
 /*
@@ -231,8 +241,8 @@ queen_dedup_reserve(QueenDedupEntry *e, uint32 more, TimestampTz cutoff)
 
 		if (s->offset < 0 || s->created_at < cutoff)
 			continue;
-		queen_slot_put(slots, newcap, s->hash, s->offset, s->created_at);
-		kept++;
+		if (queen_slot_put(slots, newcap, s->hash, s->offset, s->created_at))
+			kept++;
 	}
 	queen_dedup_free_slots(e);
 	e->slots = slots;
@@ -327,9 +337,12 @@ queen_dedup_cache_add(QueenDedupEntry *e, const uint8 *hashes, int count,
 	if (!queen_dedup_reserve(e, (uint32) count, cutoff))
 		return false;
 	for (k = 0; k < count; k++)
-		queen_slot_put(e->slots, e->capacity, hashes + (Size) k * QUEEN_HASH_LEN,
-					   base + k, created_at);
-	e->used += count;
+	{
+		if (!queen_slot_put(e->slots, e->capacity, hashes + (Size) k * QUEEN_HASH_LEN,
+							base + k, created_at))
+			return false;
+		e->used++;
+	}
 	return true;
 }
 
@@ -363,8 +376,10 @@ queen_dedup_cache_match(const QueenDedupEntry *e, const uint8 *incoming, int cou
 	{
 		const uint8 *h = incoming + (Size) k * QUEEN_HASH_LEN;
 		uint32		i = queen_slot_start(h, e->capacity);
+		uint32		steps;
 
-		for (; e->slots[i].offset >= 0; i = (i + 1) & (e->capacity - 1))
+		for (steps = 0; steps < e->capacity && e->slots[i].offset >= 0;
+			 steps++, i = (i + 1) & (e->capacity - 1))
 		{
 			const QueenDedupSlot *s = &e->slots[i];
 
