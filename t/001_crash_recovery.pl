@@ -8,7 +8,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('crash');
-$node->init;
+$node->init(extra => [ '--encoding=UTF8', '--locale=C' ]);
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'queen'\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION queen');
