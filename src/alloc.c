@@ -338,6 +338,17 @@ queen_uuid_cmp(const pg_uuid_t *a, const pg_uuid_t *b)
 	return memcmp(a->data, b->data, UUID_LEN);
 }
 
+/* A partition id the caller named (or that was deleted under us) is gone. */
+static void
+pg_attribute_noreturn()
+queen_partition_missing(const pg_uuid_t *pid)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("partition %s does not exist",
+					DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(pid))))));
+}
+
 /* ----------------------------------------------------------------
  *		Validation
  * ----------------------------------------------------------------
@@ -691,11 +702,7 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 	 */
 	for (i = 0; i < n; i++)
 		if (targets[i]->seg->status != QUEEN_SEGMENT_QUEUED)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("partition %s does not exist",
-							DatumGetCString(DirectFunctionCall1(uuid_out,
-																UUIDPGetDatum(&targets[i]->pid))))));
+			queen_partition_missing(&targets[i]->pid);
 }
 
 /*
@@ -887,10 +894,7 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 
 		queen_exec(PLAN_LOCK_ONE, &value, SPI_OK_SELECT);
 		if (SPI_processed != 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("partition %s does not exist",
-							DatumGetCString(DirectFunctionCall1(uuid_out, value)))));
+			queen_partition_missing(pid);
 		tuple = SPI_tuptable->vals[0];
 		desc = SPI_tuptable->tupdesc;
 		target.last_offset = queen_get_int64(tuple, desc, 1);

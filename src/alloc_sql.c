@@ -126,12 +126,8 @@ queen_push_verdict(JsonbParseState **state, const QueenSegment *seg)
  * ----------------------------------------------------------------
  */
 
-static void
-queen_default_tenant(pg_uuid_t *out)
-{
-	if (!queen_uuid_parse(QUEEN_DEFAULT_TENANT, out))
-		elog(ERROR, "queen: bad default tenant constant");
-}
+/* QUEEN_DEFAULT_TENANT as bytes */
+static const pg_uuid_t queen_default_tenant = {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
 
 /* Elements of a one-dimensional array argument; a NULL array has none. */
 static int
@@ -203,7 +199,7 @@ queen_log_push_one_v1(PG_FUNCTION_ARGS)
 		seg.window_in = PG_GETARG_INT32(7);
 	}
 	if (PG_ARGISNULL(8))
-		queen_default_tenant(&seg.tenant);
+		seg.tenant = queen_default_tenant;
 	else
 		seg.tenant = *PG_GETARG_UUID_P(8);
 
@@ -284,7 +280,7 @@ queen_log_push_multi_v1(PG_FUNCTION_ARGS)
 		seg->verified = nulls[4][i] ? -1 : DatumGetInt64(elems[4][i]);
 		seg->blob = nulls[5][i] ? NULL : DatumGetByteaPP(elems[5][i]);
 		if (PG_ARGISNULL(6))
-			queen_default_tenant(&seg->tenant);
+			seg->tenant = queen_default_tenant;
 		else
 		{
 			queen_require_element(nulls[6][i], "tenant", i + 1);

@@ -129,30 +129,41 @@ queen_cmp_hash(const void *a, const void *b)
  */
 
 /*
+ * Check one name of an item.  The label naming the item is only built for
+ * an error, not for every item of every push.
+ */
+static void
+queen_check_item_name(const char *what, const char *name, size_t max_len,
+					  int i, bool from_array)
+{
+	size_t		len = strlen(name);
+
+	if (queen_name_problem(name, len, max_len) == NULL)
+		return;
+	queen_check_name(from_array ? psprintf("items[%d]: %s", i, what) : what,
+					 name, len, max_len);
+}
+
+/*
  * Check one item; errors name the item (items[i]) when the call had an
  * items array, so a bad item in a thousand can be found.
  */
 static void
 queen_validate_item(const QueenPushItem *item, int i, bool from_array)
 {
-	const char *prefix = from_array ? psprintf("items[%d]: ", i) : "";
-
 	if (item->queue == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%squeue is required", prefix)));
+				 errmsg("%squeue is required", from_array ? psprintf("items[%d]: ", i) : "")));
 	if (item->payload == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%spayload is required", prefix),
+				 errmsg("%spayload is required", from_array ? psprintf("items[%d]: ", i) : ""),
 				 errhint("A JSON null payload is written as 'null'::jsonb.")));
-	queen_check_name(psprintf("%squeue name", prefix), item->queue,
-					 strlen(item->queue), QUEEN_MAX_NAME_BYTES);
-	queen_check_name(psprintf("%spartition name", prefix), item->partition,
-					 strlen(item->partition), QUEEN_MAX_NAME_BYTES);
+	queen_check_item_name("queue name", item->queue, QUEEN_MAX_NAME_BYTES, i, from_array);
+	queen_check_item_name("partition name", item->partition, QUEEN_MAX_NAME_BYTES, i, from_array);
 	if (item->txn != NULL && item->txn[0] != '\0')
-		queen_check_name(psprintf("%stransactionId", prefix), item->txn,
-						 strlen(item->txn), QUEEN_MAX_TXN_BYTES);
+		queen_check_item_name("transactionId", item->txn, QUEEN_MAX_TXN_BYTES, i, from_array);
 }
 
 /* Pack the group's pending frames into its segment (hash blob + zstd blob). */
