@@ -16,12 +16,23 @@ OBJS = \
 	src/alloc.o \
 	src/dedup_cache.o \
 	src/alloc_sql.o \
+	src/bundle.o \
 	src/push.o \
 	src/read.o \
-	src/codec_sql.o
+	src/codec_sql.o \
+	src/shmem.o \
+	src/ring.o \
+	src/permits.o \
+	src/http.o \
+	src/push_body.o \
+	src/configure.o \
+	src/listener.o \
+	src/shard.o \
+	src/metrics.o
 
-# xxHash: XXH3-128 of transactionIds; zstd: segment compression.
-SHLIB_LINK += -lxxhash -lzstd
+# xxHash: XXH3-128 of transactionIds; zstd: segment compression;
+# http-parser: the broker's HTTP/1.1 request parsing.
+SHLIB_LINK += -lxxhash -lzstd -lhttp_parser -lm
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -32,7 +43,7 @@ INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
 PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra
 
-REGRESS = setup schema codec push_one push_items alloc dedup read tenants rollback failure_modes
+REGRESS = setup configure schema codec push_body push_one push_items alloc dedup read tenants rollback failure_modes
 REGRESS_OPTS = --load-extension=queen
 TAP_TESTS = 1
 ISOLATION = concurrent_push concurrent_provision statement_timeout dedup_cache
@@ -40,4 +51,4 @@ ISOLATION_OPTS = --load-extension=queen
 
 include $(PGXS)
 
-$(OBJS): src/queen.h
+$(OBJS): src/queen.h src/broker.h

@@ -267,3 +267,32 @@ AS $$
 	SELECT i, substring(p_hashes FROM i * 16 + 1 FOR 16)
 	FROM generate_series(0, octet_length(p_hashes) / 16 - 1) AS i
 $$;
+
+-- ---------------------------------------------------------------------
+-- Internal: the HTTP push body parser, exposed for the regression tests.
+-- ---------------------------------------------------------------------
+CREATE FUNCTION queen._parse_push_body(text) RETURNS text
+AS 'MODULE_PATHNAME', 'queen_parse_push_body_sql'
+LANGUAGE C IMMUTABLE STRICT;
+COMMENT ON FUNCTION queen._parse_push_body(text) IS
+'Internal, for tests: how the HTTP broker splits a POST /api/v1/push body.';
+
+------------------------------------------------------------------------------
+-- Queue configuration (src/configure.c): POST /api/v1/configure and
+-- DELETE /api/v1/resources/queues/:queue from SQL, answering as the HTTP
+-- door does.  A refused body raises 22023 (the response's "invalid" key in
+-- the detail) and writes nothing.
+------------------------------------------------------------------------------
+CREATE FUNCTION queen.configure_queue_v1(
+	p_body jsonb,
+	p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'queen_configure_queue_v1'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.delete_queue_v1(
+	p_queue text,
+	p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'queen_delete_queue_v1'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;

@@ -11,6 +11,7 @@
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "broker.h"
 
 #include "utils/guc.h"
 
@@ -22,6 +23,22 @@ int			queen_dedup_cache_mb = 32;
 
 /* tenant the SQL door acts for; the HTTP door takes it from a header instead */
 char	   *queen_tenant_setting = NULL;
+
+/* ---- the HTTP broker (broker.h says what each is for) ---- */
+char	   *queen_database = NULL;
+char	   *queen_http_listen_address = NULL;
+int			queen_http_port = 6632;
+int			queen_http_workers = 1;
+int			queen_fusion_shards = 8;
+int			queen_bundle_max = 16;
+int			queen_fusion_hold_ms = 15;
+int			queen_fusion_min_frames = 0;
+int			queen_fusion_frames = 500;
+int			queen_max_body_bytes = 64 * 1024 * 1024;
+int			queen_http_idle_timeout_ms = 60000;
+int			queen_push_permits_min = 2;
+int			queen_push_permits_initial = 8;
+int			queen_push_permits_max = 8;
 
 /* parsed form of queen.tenant, kept by the assign hook */
 static pg_uuid_t queen_tenant_value;
@@ -96,6 +113,133 @@ queen_define_gucs(void)
 							   PGC_USERSET,
 							   0,
 							   queen_tenant_check, queen_tenant_assign, NULL);
+
+	/* ---- the HTTP broker ---- */
+	DefineCustomStringVariable("queen.database",
+							   "Database the HTTP broker's workers connect to.",
+							   "The extension must be created there; the workers wait until the database and the extension exist.",
+							   &queen_database,
+							   "postgres",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("queen.http_listen_address",
+							   "Address the HTTP broker listens on.",
+							   "A host name or IP address; * means every address.",
+							   &queen_http_listen_address,
+							   "127.0.0.1",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.http_port",
+							"TCP port of the HTTP broker.",
+							NULL,
+							&queen_http_port,
+							6632, 1, 65535,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.http_workers",
+							"Number of HTTP listener workers; 0 turns the broker off.",
+							"Several listeners share the port with SO_REUSEPORT.",
+							&queen_http_workers,
+							1, 0, QUEEN_MAX_LISTENERS,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.fusion_shards",
+							"Number of fusion shard workers, each with its own database connection.",
+							"A shard owns a disjoint set of partitions and runs one bundle transaction at a time.",
+							&queen_fusion_shards,
+							8, 1, QUEEN_MAX_SHARDS,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.bundle_max",
+							"Most partitions committed together in one bundle transaction.",
+							NULL,
+							&queen_bundle_max,
+							16, 1, 1024,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.fusion_hold_ms",
+							"Liveness backstop tick of a fusion shard that is waiting for a push permit.",
+							"Not a batching window: arrivals and completions already wake the shard.",
+							&queen_fusion_hold_ms,
+							15, 1, 10000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.fusion_min_frames",
+							"Experiment only: hold a partition's segment until it has this many frames (at most 2 ms).",
+							"0 turns the floor off, and dispatch is then exactly as without it.",
+							&queen_fusion_min_frames,
+							0, 0, 1000000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.fusion_frames",
+							"Parsed and shown for compatibility with Queen; not a flush trigger.",
+							"Segment size is emergent: whatever arrived during the previous flush.",
+							&queen_fusion_frames,
+							500, 1, 1000000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.max_body_bytes",
+							"Largest HTTP request body the broker accepts; larger ones get 413.",
+							NULL,
+							&queen_max_body_bytes,
+							64 * 1024 * 1024, 1024, 512 * 1024 * 1024,
+							PGC_SIGHUP,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.http_idle_timeout",
+							"Close HTTP connections idle (or stalled mid-request) for this long.",
+							NULL,
+							&queen_http_idle_timeout_ms,
+							60000, 100, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.push_permits_min",
+							"Lowest limit of the shared push permit pool (bundles in flight).",
+							NULL,
+							&queen_push_permits_min,
+							2, 1, QUEEN_MAX_SHARDS,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.push_permits_initial",
+							"Starting limit of the shared push permit pool.",
+							NULL,
+							&queen_push_permits_initial,
+							8, 1, QUEEN_MAX_SHARDS,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.push_permits_max",
+							"Highest limit of the shared push permit pool.",
+							"A shard holds at most one permit, so values above queen.fusion_shards act as queen.fusion_shards.",
+							&queen_push_permits_max,
+							8, 1, QUEEN_MAX_SHARDS,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("queen");
 }

@@ -5,14 +5,16 @@
  *
  * Queen works without being preloaded: the SQL door only needs its
  * settings and the dedup cache's transaction callbacks, set up here on
- * first load.  Background workers and shared
- * memory are registered from here too once the broker exists.
+ * first load.  Only when preloaded does it also request the broker's
+ * shared memory and register its workers (shmem.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "broker.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 
 PG_MODULE_MAGIC;
 
@@ -23,4 +25,6 @@ _PG_init(void)
 {
 	queen_define_gucs();
 	queen_dedup_cache_init();
+	if (process_shared_preload_libraries_in_progress)
+		queen_broker_preload();
 }

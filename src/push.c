@@ -7,13 +7,9 @@
  * A call is handled as the broker handles a request, minus the fusion:
  * mint a UUIDv7 per item, default the transactionId to the id's text,
  * layer-1 dedup on (queue, partition, transactionId) inside the call, group
- * by (tenant, queue, partition), layer-2 dedup on the XXH3-128 hashes inside
- * each group, build the hash blob and the zstd payload blob, and hand every
- * group to the allocator as one bundle.  A group that comes back duplicate
- * wrote nothing; its duplicates are removed and the survivors go round
- * again in the same transaction, vouched up to the offset the probe
- * covered, so they are not probed twice.  Duplicates report the original's
- * message id, found through the covering segment.
+ * by (tenant, queue, partition), and hand the groups to the bundle engine
+ * (bundle.c), which does layer 2, the allocator rounds and the originals'
+ * ids exactly as it does for the broker's shards.
  *
  * Payloads arrive as jsonb, so what is stored is jsonb's canonical text of
  * the value, byte for byte what queen.read and the HTTP pop give back.
@@ -59,15 +55,6 @@ typedef struct QueenPushItem
 	pg_uuid_t	partition_id;	/* for duplicates: where the original lives */
 } QueenPushItem;
 
-/* The frames one (queue, partition) contributes to the bundle. */
-typedef struct QueenPushGroup
-{
-	int		   *frames;			/* item indexes still to be stored, item order */
-	int			nframes;
-	int64		verified;
-	QueenSegment seg;
-} QueenPushGroup;
-
 /* ----------------------------------------------------------------
  *		Ordering helpers (sort-based grouping: no hash tables to size)
  * ----------------------------------------------------------------
@@ -111,23 +98,6 @@ queen_cmp_identity(const void *a, const void *b)
 	return c;
 }
 
-/* (hash, index): runs are layer-2 duplicates. */
-static int
-queen_cmp_hash(const void *a, const void *b)
-{
-	int			c = memcmp(queen_sort_items[*(const int *) a].hash,
-						   queen_sort_items[*(const int *) b].hash, QUEEN_HASH_LEN);
-
-	if (c == 0)
-		c = queen_cmp_index(a, b);
-	return c;
-}
-
-/* ----------------------------------------------------------------
- *		The push
- * ----------------------------------------------------------------
- */
-
 /*
  * Check one name of an item.  The label naming the item is only built for
  * an error, not for every item of every push.
@@ -166,42 +136,6 @@ queen_validate_item(const QueenPushItem *item, int i, bool from_array)
 		queen_check_item_name("transactionId", item->txn, QUEEN_MAX_TXN_BYTES, i, from_array);
 }
 
-/* Pack the group's pending frames into its segment (hash blob + zstd blob). */
-static void
-queen_group_build(QueenPushGroup *g, QueenPushItem *items, const pg_uuid_t *tenant)
-{
-	StringInfoData packed;
-	bytea	   *hashes = palloc(VARHDRSZ + (Size) g->nframes * QUEEN_HASH_LEN);
-	int			k;
-
-	initStringInfo(&packed);
-	SET_VARSIZE(hashes, VARHDRSZ + (Size) g->nframes * QUEEN_HASH_LEN);
-	for (k = 0; k < g->nframes; k++)
-	{
-		QueenPushItem *item = &items[g->frames[k]];
-		QueenFrame	frame;
-
-		memset(&frame, 0, sizeof(frame));
-		frame.message_id = item->message_id;
-		frame.txn = item->txn;
-		frame.txn_len = (uint16) strlen(item->txn);
-		frame.payload = item->payload;
-		frame.payload_len = (uint32) item->payload_len;
-		queen_frame_append(&packed, &frame);
-		memcpy(VARDATA(hashes) + (Size) k * QUEEN_HASH_LEN, item->hash, QUEEN_HASH_LEN);
-	}
-
-	memset(&g->seg, 0, sizeof(g->seg));
-	g->seg.queue = items[g->frames[0]].queue;
-	g->seg.partition = items[g->frames[0]].partition;
-	g->seg.tenant = *tenant;
-	g->seg.msg_count = g->nframes;
-	g->seg.hashes = hashes;
-	g->seg.verified = g->verified;
-	g->seg.blob = queen_compress(packed.data, packed.len, queen_zstd_level);
-	pfree(packed.data);
-}
-
 /*
  * Push items as one bundle in the current transaction and fill in every
  * item's verdict.
@@ -211,9 +145,8 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 					  bool from_array)
 {
 	int		   *order;
-	QueenPushGroup *groups;
-	QueenSegment *segs;
-	QueenPushGroup **round;
+	QueenBundleGroup *groups;
+	int		  **group_items;
 	int			ngroups = 0;
 	int			i,
 				j;
@@ -259,135 +192,86 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 	}
 
 	/*
-	 * Groups: runs of equal (queue, partition) in that order.  Inside a
-	 * group, layer 2 on the hashes (only a hash collision between different
-	 * transactionIds reaches it), then frames go in item order.
+	 * Groups: runs of equal (queue, partition) in that order; each leader
+	 * becomes one frame of its group, in item order.  Layer 2, the rounds
+	 * and the originals' ids are the bundle engine's (bundle.c).
 	 */
-	groups = palloc0(sizeof(QueenPushGroup) * n);
+	groups = palloc0(sizeof(QueenBundleGroup) * n);
+	group_items = palloc(sizeof(int *) * n);
 	for (i = 0; i < n; i = j)
 	{
-		QueenPushGroup *g = &groups[ngroups];
+		QueenBundleGroup *g = &groups[ngroups];
+		int		   *members;
+		int			nmembers = 0;
 		int			k;
+		StringInfoData packed;
+		Size		pos = 0;
 
 		for (j = i + 1; j < n && queen_cmp_target(&order[i], &order[j]) == 0; j++)
 			;
-		g->frames = palloc(sizeof(int) * (j - i));
+		members = palloc(sizeof(int) * (j - i));
 		for (k = i; k < j; k++)
 			if (items[order[k]].leader < 0)
-				g->frames[g->nframes++] = order[k];
+				members[nmembers++] = order[k];
+		qsort(members, nmembers, sizeof(int), queen_cmp_index);
 
-		qsort(g->frames, g->nframes, sizeof(int), queen_cmp_hash);
-		for (k = 1; k < g->nframes; k++)
+		initStringInfo(&packed);
+		g->frames = palloc(sizeof(QueenBundleFrame) * nmembers);
+		for (k = 0; k < nmembers; k++)
 		{
-			QueenPushItem *prev = &items[g->frames[k - 1]];
-			QueenPushItem *cur = &items[g->frames[k]];
+			QueenPushItem *item = &items[members[k]];
+			QueenFrame	frame;
 
-			if (memcmp(prev->hash, cur->hash, QUEEN_HASH_LEN) == 0)
-				cur->leader = prev->leader >= 0 ? prev->leader : g->frames[k - 1];
+			memset(&frame, 0, sizeof(frame));
+			frame.message_id = item->message_id;
+			frame.txn = item->txn;
+			frame.txn_len = (uint16) strlen(item->txn);
+			frame.payload = item->payload;
+			frame.payload_len = (uint32) item->payload_len;
+			queen_frame_append(&packed, &frame);
+			g->frames[k].packed_len = (uint32) queen_frame_size(&frame);
 		}
+		/* pointers into packed only once it has stopped growing */
+		for (k = 0; k < nmembers; k++)
 		{
-			int			kept = 0;
-
-			for (k = 0; k < g->nframes; k++)
-				if (items[g->frames[k]].leader < 0)
-					g->frames[kept++] = g->frames[k];
-			g->nframes = kept;
+			QueenPushItem *item = &items[members[k]];
+			QueenBundleFrame *f = &g->frames[k];
+			f->packed = packed.data + pos;
+			pos += f->packed_len;
+			memcpy(f->hash, item->hash, QUEEN_HASH_LEN);
+			f->message_id = item->message_id;
 		}
-		qsort(g->frames, g->nframes, sizeof(int), queen_cmp_index);
-		g->verified = -1;
+		g->queue = items[members[0]].queue;
+		g->partition = items[members[0]].partition;
+		g->tenant = *tenant;
+		g->nframes = nmembers;
+		group_items[ngroups] = members;
 		ngroups++;
 	}
 
-	/*
-	 * Rounds: every group with frames left goes into one bundle.  A
-	 * duplicate verdict wrote nothing and names the duplicated frames;
-	 * dropping them and going again terminates because each round removes
-	 * at least one frame from every group it does not finish.
-	 */
-	segs = palloc(sizeof(QueenSegment) * ngroups);
-	round = palloc(sizeof(QueenPushGroup *) * ngroups);
-	for (;;)
+	queen_bundle_push(groups, ngroups);
+
+	for (i = 0; i < ngroups; i++)
 	{
-		int			nround = 0;
+		QueenBundleGroup *g = &groups[i];
+		int			k;
 
-		for (i = 0; i < ngroups; i++)
+		for (k = 0; k < g->nframes; k++)
 		{
-			if (groups[i].nframes == 0)
-				continue;
-			queen_group_build(&groups[i], items, tenant);
-			round[nround] = &groups[i];
-			segs[nround] = groups[i].seg;
-			nround++;
-		}
-		if (nround == 0)
-			break;
+			QueenPushItem *item = &items[group_items[i][k]];
+			QueenBundleFrame *f = &g->frames[k];
 
-		queen_push_bundle(segs, nround);
-
-		for (i = 0; i < nround; i++)
-		{
-			QueenPushGroup *g = round[i];
-			QueenSegment *seg = &segs[i];
-			int			k;
-
-			pfree(seg->blob);
-			pfree(seg->hashes);
-			if (seg->status == QUEEN_SEGMENT_QUEUED)
-			{
-				for (k = 0; k < g->nframes; k++)
-				{
-					QueenPushItem *item = &items[g->frames[k]];
-
-					item->status = QUEEN_ITEM_QUEUED;
-					item->log_offset = seg->base_offset + k;
-					item->created_at = seg->created_at;
-					item->created_known = true;
-				}
-				g->nframes = 0;
-			}
-			else
-			{
-				int			kept = 0,
-							d = 0;
-
-				/* dups are ascending by frame index */
-				for (k = 0; k < g->nframes; k++)
-				{
-					QueenPushItem *item = &items[g->frames[k]];
-
-					if (d < seg->ndups && seg->dups[d].index == k)
-					{
-						item->status = QUEEN_ITEM_DUPLICATE;
-						item->log_offset = seg->dups[d].offset;
-						item->partition_id = seg->partition_id;
-						d++;
-					}
-					else
-						g->frames[kept++] = g->frames[k];
-				}
-				if (kept == g->nframes)
-					elog(ERROR, "queen: duplicate verdict named no frame");
-				g->nframes = kept;
-				g->verified = seg->probed_upto;
-			}
+			item->status = f->status == QUEEN_SEGMENT_QUEUED ?
+				QUEEN_ITEM_QUEUED : QUEEN_ITEM_DUPLICATE;
+			item->message_id = f->message_id;
+			item->log_offset = f->offset;
+			item->created_at = f->created_at;
+			item->created_known = f->created_known;
+			item->partition_id = g->partition_id;
 		}
 	}
 
-	/* Duplicates of stored messages report the original's id and time. */
-	for (i = 0; i < n; i++)
-	{
-		QueenPushItem *item = &items[i];
-
-		if (item->leader >= 0 || item->status != QUEEN_ITEM_DUPLICATE)
-			continue;
-		if (queen_resolve_message(&item->partition_id, item->log_offset,
-								  &item->message_id, &item->created_at))
-			item->created_known = true;
-		else
-			memset(item->message_id.data, 0, UUID_LEN);	/* retained away */
-	}
-
-	/* Followers inherit their leader's final verdict, as duplicates. */
+	/* Layer-1 followers inherit their leader's final verdict, as duplicates. */
 	for (i = 0; i < n; i++)
 	{
 		QueenPushItem *item = &items[i];

@@ -153,6 +153,49 @@ extern void queen_push_bundle(QueenSegment *segs, int nsegs);
 extern void queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid);
 
 /* ----------------------------------------------------------------
+ *		Bundles of frames (bundle.c)
+ * ----------------------------------------------------------------
+ */
+
+/* One frame offered to a bundle, and its verdict. */
+typedef struct QueenBundleFrame
+{
+	/* input */
+	const char *packed;			/* the frame encoded as stored */
+	uint32		packed_len;
+	uint8		hash[QUEEN_HASH_LEN];	/* XXH3-128 of its transactionId */
+	pg_uuid_t	message_id;		/* the minted id; a duplicate's becomes the original's */
+
+	/* output */
+	QueenSegmentStatus status;
+	int			leader;			/* layer-2 follower of this frame index, or -1 */
+	int64		offset;			/* queued: its own; duplicate: the original's */
+	TimestampTz created_at;
+	bool		created_known;
+} QueenBundleFrame;
+
+/* The frames for one (tenant, queue, partition). */
+typedef struct QueenBundleGroup
+{
+	const char *queue;
+	const char *partition;
+	pg_uuid_t	tenant;
+	QueenBundleFrame *frames;
+	int			nframes;
+
+	/* output */
+	pg_uuid_t	partition_id;
+	int			nsegments;		/* segments written for this group (0 or 1) */
+
+	/* private to bundle.c */
+	int		   *pending;
+	int			npending;
+	int64		verified;
+} QueenBundleGroup;
+
+extern void queen_bundle_push(QueenBundleGroup *groups, int ngroups);
+
+/* ----------------------------------------------------------------
  *		The dedup cache (dedup_cache.c)
  * ----------------------------------------------------------------
  */
@@ -191,5 +234,52 @@ extern bool queen_segment_at(const pg_uuid_t *pid, int64 offset,
 extern bool queen_resolve_message(const pg_uuid_t *pid, int64 offset,
 								  pg_uuid_t *message_id,
 								  TimestampTz *created_at);
+
+/* ----------------------------------------------------------------
+ *		HTTP push bodies (push_body.c)
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * One item of a push body.  Strings are read-only (items without a partition
+ * share one "Default"); payload points into the body, which must outlive the
+ * items.
+ */
+typedef struct QueenHttpItem
+{
+	char	   *queue;			/* de-escaped, NUL-terminated (palloc'd) */
+	size_t		queue_len;
+	char	   *partition;		/* de-escaped; "Default" when absent or JSON null */
+	size_t		partition_len;
+	char	   *txn;			/* de-escaped transactionId, or NULL when
+								 * absent/null/empty string (the caller mints
+								 * one) */
+	size_t		txn_len;
+	const char *payload;		/* the payload value's JSON text exactly as
+								 * sent, pointing into the body (not copied) */
+	size_t		payload_len;
+} QueenHttpItem;
+
+extern const char *queen_parse_push_body(const char *body, size_t len,
+										 QueenHttpItem **items, int *nitems);
+
+/* ----------------------------------------------------------------
+ *		Queue configuration (configure.c)
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * POST /api/v1/configure and DELETE /api/v1/resources/queues/:queue, in the
+ * caller's transaction.  Each returns an HTTP status and appends the JSON
+ * body to out: configure answers 200 with the effective configuration or
+ * 400 with {"error", "invalid"} having written nothing; delete answers 200
+ * whether or not the queue existed (400 only for a name that is not UTF-8).
+ * They raise only when the database fails.  Both connect to SPI and finish
+ * it themselves.
+ */
+extern int	queen_configure_queue(const pg_uuid_t *tenant, const char *body,
+								  size_t len, StringInfo out);
+extern int	queen_delete_queue(const pg_uuid_t *tenant, const char *queue,
+							   StringInfo out);
 
 #endif							/* QUEEN_H */

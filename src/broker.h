@@ -1,0 +1,295 @@
+/*-------------------------------------------------------------------------
+ *
+ * broker.h
+ *	  Declarations shared by the HTTP broker's processes: the shared-memory
+ *	  layout, the rings between listeners and shards, the message formats
+ *	  that travel on them, the push permit pool and the metrics counters.
+ *
+ * The broker is two kinds of background worker.  Listeners speak HTTP and
+ * never touch the database; fusion shards own disjoint sets of partitions
+ * and run one bundle transaction at a time.  Between every listener L and
+ * shard S there are two single-producer single-consumer byte rings in
+ * shared memory: submissions L->S and verdicts S->L.  Everything a process
+ * keeps across messages is its own; shared memory holds only the rings,
+ * the worker slots, the permit pool and counters.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_BROKER_H
+#define QUEEN_BROKER_H
+
+#include "queen.h"
+
+#include "nodes/pg_list.h"
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+
+/* Hard limits of the process model; the GUCs are clamped to these. */
+#define QUEEN_MAX_LISTENERS		16
+#define QUEEN_MAX_SHARDS		64
+
+/* Ring sizes: what may be in transit while the consumer is busy. */
+#define QUEEN_SUBMIT_RING_BYTES	(1024 * 1024)
+#define QUEEN_VERDICT_RING_BYTES (256 * 1024)
+
+/* ----------------------------------------------------------------
+ *		Settings of the broker (defined in guc.c)
+ * ----------------------------------------------------------------
+ */
+extern char *queen_database;
+extern char *queen_http_listen_address;
+extern int	queen_http_port;
+extern int	queen_http_workers;
+extern int	queen_fusion_shards;
+extern int	queen_bundle_max;
+extern int	queen_fusion_hold_ms;
+extern int	queen_fusion_min_frames;
+extern int	queen_fusion_frames;
+extern int	queen_max_body_bytes;
+extern int	queen_http_idle_timeout_ms;
+extern int	queen_push_permits_min;
+extern int	queen_push_permits_initial;
+extern int	queen_push_permits_max;
+
+/* ----------------------------------------------------------------
+ *		Rings (ring.c)
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * A byte ring with one writer and one reader.  Positions count bytes ever
+ * written and read; they and the epoch change under the spinlock, data is
+ * copied outside it (the region between the positions belongs to exactly
+ * one side).  A restarting worker resets the rings it owns by bumping the
+ * epoch; the other side notices, drops any half-moved message and fails
+ * what it had outstanding.
+ */
+typedef struct QueenRing
+{
+	slock_t		mutex;
+	uint32		epoch;
+	uint64		written;
+	uint64		read;
+	bool		writer_waiting;	/* writer found it full and wants a wake-up */
+	Size		size;
+	char		data[FLEXIBLE_ARRAY_MEMBER];
+} QueenRing;
+
+/* Messages are a u32 length followed by that many bytes. */
+typedef struct QueenRingWriter
+{
+	QueenRing  *ring;
+	uint32		epoch;			/* the epoch our queued bytes belong to */
+	List	   *queue;			/* StringInfo messages not yet fully written */
+	Size		head_done;		/* bytes of the first queued message written */
+	Size		queued_bytes;
+} QueenRingWriter;
+
+typedef struct QueenRingReader
+{
+	QueenRing  *ring;
+	uint32		epoch;
+	MemoryContext cxt;
+	char		lenbuf[4];
+	int			lenhave;
+	StringInfoData msg;			/* message being reassembled */
+	uint32		msglen;
+	bool		inmsg;
+	bool		wake_writer;	/* we made room the writer was waiting for */
+} QueenRingReader;
+
+extern Size queen_ring_shmem_size(Size size);
+extern void queen_ring_init(QueenRing *ring, Size size);
+extern void queen_ring_reset(QueenRing *ring);
+extern uint32 queen_ring_epoch(QueenRing *ring);
+
+extern void queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring);
+extern void queen_ring_send(QueenRingWriter *w, StringInfo msg);
+extern bool queen_ring_flush(QueenRingWriter *w, bool *epoch_changed);
+extern void queen_ring_writer_discard(QueenRingWriter *w);
+
+extern void queen_ring_reader_init(QueenRingReader *r, QueenRing *ring, MemoryContext cxt);
+extern StringInfo queen_ring_receive(QueenRingReader *r, bool *epoch_changed);
+
+/* ----------------------------------------------------------------
+ *		Shared memory (shmem.c)
+ * ----------------------------------------------------------------
+ */
+typedef enum QueenWorkerState
+{
+	QUEEN_WORKER_STOPPED = 0,
+	QUEEN_WORKER_STARTING,
+	QUEEN_WORKER_WAITING,		/* shard: database or extension missing */
+	QUEEN_WORKER_READY,
+	QUEEN_WORKER_CLOSING		/* SIGTERM received, finishing what it holds */
+} QueenWorkerState;
+
+typedef struct QueenWorkerSlot
+{
+	pg_atomic_uint32 state;		/* QueenWorkerState */
+	pg_atomic_uint32 incarnation;	/* bumped at every start */
+	int			pid;
+	Latch	   *latch;
+	bool		connect_attempted;	/* shard: last start tried the database */
+} QueenWorkerSlot;
+
+/* Counters shown on /metrics/prometheus. */
+typedef struct QueenMetrics
+{
+	pg_atomic_uint64 push_requests;
+	pg_atomic_uint64 push_messages;
+	pg_atomic_uint64 push_rejected;	/* 4xx answered to push requests */
+	pg_atomic_uint64 http_requests;
+	pg_atomic_uint64 commits;	/* bundles committed */
+	pg_atomic_uint64 bundle_failures;
+	pg_atomic_uint64 segments;	/* segments in committed bundles */
+	pg_atomic_uint64 items;		/* frames in committed bundles */
+	pg_atomic_uint64 queued;	/* frames answered queued */
+	pg_atomic_uint64 duplicates;	/* frames answered duplicate */
+	pg_atomic_uint64 failed;	/* frames answered failed */
+	pg_atomic_uint64 exec_us;	/* time in bundle statements before COMMIT */
+	pg_atomic_uint64 commit_us;	/* time in COMMIT (WAL flush wait included) */
+	pg_atomic_uint64 started_at;	/* TimestampTz of shared memory init */
+} QueenMetrics;
+
+/* The push permit pool and its adaptive limit (permits.c). */
+#define QUEEN_PERMIT_SLOTS		60
+
+typedef struct QueenPermitPool
+{
+	pg_atomic_uint32 inflight;
+	pg_atomic_uint32 limit;
+	pg_atomic_uint64 waiting;	/* bitmap of shards waiting for a permit */
+
+	slock_t		mutex;			/* protects the controller state below */
+	double		limit_f;
+	double		naive_limit_f;	/* the textbook law on the same samples */
+	int64		slot_second[QUEEN_PERMIT_SLOTS];
+	double		slot_min_cost[QUEEN_PERMIT_SLOTS];	/* us per segment, pre-commit */
+	double		slot_min_rtt[QUEEN_PERMIT_SLOTS];	/* us per bundle, whole */
+	uint64		grows;
+	uint64		shrinks;
+	double		last_queue;		/* last queue estimate of our law */
+
+	/* recent round trips for the quantiles on /metrics */
+	int			rtt_next;
+	int			rtt_count;
+	float		rtt_ms[256];
+} QueenPermitPool;
+
+typedef struct QueenBrokerShared
+{
+	int			nlisteners;
+	int			nshards;
+	QueenWorkerSlot listeners[QUEEN_MAX_LISTENERS];
+	QueenWorkerSlot shards[QUEEN_MAX_SHARDS];
+	QueenMetrics metrics;
+	QueenPermitPool permits;
+	/* ring offsets from the start of this struct */
+	Size		submit_off[QUEEN_MAX_LISTENERS][QUEEN_MAX_SHARDS];
+	Size		verdict_off[QUEEN_MAX_SHARDS][QUEEN_MAX_LISTENERS];
+} QueenBrokerShared;
+
+extern QueenBrokerShared *queen_broker;
+
+extern void queen_broker_preload(void);
+extern QueenRing *queen_submit_ring(int listener, int shard);
+extern QueenRing *queen_verdict_ring(int shard, int listener);
+extern void queen_worker_attach(QueenWorkerSlot *slot);
+extern void queen_worker_set_state(QueenWorkerSlot *slot, QueenWorkerState state);
+extern QueenWorkerState queen_worker_state(QueenWorkerSlot *slot);
+extern void queen_worker_wake(QueenWorkerSlot *slot);
+extern void queen_broker_log_config(const char *who);
+
+/* ----------------------------------------------------------------
+ *		Messages on the rings
+ * ----------------------------------------------------------------
+ *
+ * Integers are native-endian: both ends are processes of one server.
+ *
+ * PUSH (listener -> shard): u8 type, u64 request, u32 group, 16-byte tenant,
+ *	 u16 queue length, queue, u16 partition length, partition, u32 frame
+ *	 count, then the frames packed exactly as stored (docs/FORMAT.md).
+ * CONTROL (listener -> shard): u8 type, u64 request, u8 op, 16-byte tenant,
+ *	 u32 argument length, argument.
+ * VERDICT (shard -> listener): u8 type, u64 request, u32 group, u8 group
+ *	 outcome, u32 frame count, then per frame u8 status + 16-byte id.
+ * REPLY (shard -> listener): u8 type, u64 request, u16 HTTP status,
+ *	 u32 body length, body.
+ */
+typedef enum QueenMsgType
+{
+	QUEEN_MSG_PUSH = 1,
+	QUEEN_MSG_CONTROL,
+	QUEEN_MSG_VERDICT,
+	QUEEN_MSG_REPLY
+} QueenMsgType;
+
+typedef enum QueenControlOp
+{
+	QUEEN_CONTROL_HEALTH = 1,
+	QUEEN_CONTROL_CONFIGURE,
+	QUEEN_CONTROL_DELETE_QUEUE
+} QueenControlOp;
+
+/* Outcome of a whole group. */
+typedef enum QueenGroupOutcome
+{
+	QUEEN_GROUP_DONE = 0,		/* per-frame statuses follow */
+	QUEEN_GROUP_FAILED,			/* the bundle's transaction failed */
+	QUEEN_GROUP_UNAVAILABLE		/* database or extension not there */
+} QueenGroupOutcome;
+
+/* Per-frame status in a verdict. */
+typedef enum QueenFrameVerdict
+{
+	QUEEN_VERDICT_QUEUED = 1,
+	QUEEN_VERDICT_DUPLICATE,
+	QUEEN_VERDICT_FAILED
+} QueenFrameVerdict;
+
+/* Cursor over a received message. */
+typedef struct QueenMsgReader
+{
+	const char *data;
+	Size		len;
+	Size		pos;
+	bool		bad;
+} QueenMsgReader;
+
+extern void queen_msg_put(StringInfo buf, const void *data, Size len);
+extern void queen_msg_put_u8(StringInfo buf, uint8 v);
+extern void queen_msg_put_u16(StringInfo buf, uint16 v);
+extern void queen_msg_put_u32(StringInfo buf, uint32 v);
+extern void queen_msg_put_u64(StringInfo buf, uint64 v);
+extern void queen_msg_reader(QueenMsgReader *r, StringInfo msg);
+extern const char *queen_msg_get(QueenMsgReader *r, Size len);
+extern uint8 queen_msg_get_u8(QueenMsgReader *r);
+extern uint16 queen_msg_get_u16(QueenMsgReader *r);
+extern uint32 queen_msg_get_u32(QueenMsgReader *r);
+extern uint64 queen_msg_get_u64(QueenMsgReader *r);
+
+/* ----------------------------------------------------------------
+ *		Push permits (permits.c)
+ * ----------------------------------------------------------------
+ */
+extern void queen_permits_init(QueenPermitPool *pool);
+extern bool queen_permit_try_acquire(int shard);
+extern void queen_permit_cancel_wait(int shard);
+extern void queen_permit_release(int nsegments, int64 exec_us, int64 commit_us);
+extern void queen_permits_reconfigure(void);
+
+/* ----------------------------------------------------------------
+ *		Workers and metrics
+ * ----------------------------------------------------------------
+ */
+extern PGDLLEXPORT void queen_listener_main(Datum arg);
+extern PGDLLEXPORT void queen_shard_main(Datum arg);
+extern void queen_metrics_render(StringInfo out);
+extern void queen_metrics_bundle_summary(void);
+
+extern int	queen_shard_of(const pg_uuid_t *tenant, const char *queue, Size qlen,
+						   const char *partition, Size plen, int nshards);
+
+#endif							/* QUEEN_BROKER_H */

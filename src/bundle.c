@@ -1,0 +1,243 @@
+/*-------------------------------------------------------------------------
+ *
+ * bundle.c
+ *	  One bundle of segments, from frames to verdicts: layer-2 dedup, the
+ *	  hash and payload blobs, the allocator, the rounds after a duplicate,
+ *	  and the original message ids of duplicates.
+ *
+ * Both doors end here: queen.push (push.c) after it has grouped a call's
+ * items, and the broker's fusion shards (shard.c) after they have gathered
+ * the frames of many requests per partition.  So a duplicate means the same
+ * thing whichever door a message came through.
+ *
+ * Layer 2 is first-wins on the XXH3-128 hash inside a group: only the
+ * first frame carrying a hash goes to the segment, later ones follow it
+ * and report duplicate with its id.  A segment that comes back duplicate
+ * wrote nothing; its duplicated frames are dropped and the survivors go
+ * round again in the same transaction, vouched up to the offset the probe
+ * covered so they are not probed twice.  Each round removes at least one
+ * frame from every group it does not finish, so the rounds end.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queen.h"
+
+/* The group whose frames the comparator orders. */
+static QueenBundleGroup *queen_sort_group;
+
+/* (hash, index): runs are layer-2 duplicates. */
+static int
+queen_cmp_frame_hash(const void *a, const void *b)
+{
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+	int			c = memcmp(queen_sort_group->frames[x].hash,
+						   queen_sort_group->frames[y].hash, QUEEN_HASH_LEN);
+
+	if (c != 0)
+		return c;
+	return (x > y) - (x < y);
+}
+
+static int
+queen_cmp_int(const void *a, const void *b)
+{
+	int			x = *(const int *) a;
+	int			y = *(const int *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* Mark layer-2 followers and list the leaders, in frame order, as pending. */
+static void
+queen_bundle_layer2(QueenBundleGroup *g)
+{
+	int			k;
+	int			kept = 0;
+
+	g->pending = palloc(sizeof(int) * Max(g->nframes, 1));
+	for (k = 0; k < g->nframes; k++)
+	{
+		g->frames[k].leader = -1;
+		g->frames[k].status = QUEEN_SEGMENT_PENDING;
+		g->frames[k].offset = -1;
+		g->frames[k].created_known = false;
+		g->pending[k] = k;
+	}
+
+	queen_sort_group = g;
+	qsort(g->pending, g->nframes, sizeof(int), queen_cmp_frame_hash);
+	for (k = 1; k < g->nframes; k++)
+	{
+		QueenBundleFrame *prev = &g->frames[g->pending[k - 1]];
+		QueenBundleFrame *cur = &g->frames[g->pending[k]];
+
+		if (memcmp(prev->hash, cur->hash, QUEEN_HASH_LEN) == 0)
+			cur->leader = prev->leader >= 0 ? prev->leader : g->pending[k - 1];
+	}
+	for (k = 0; k < g->nframes; k++)
+		if (g->frames[k].leader < 0)
+			g->pending[kept++] = k;
+	g->npending = kept;
+	qsort(g->pending, g->npending, sizeof(int), queen_cmp_int);
+	g->verified = -1;
+}
+
+/* Pack the group's pending frames into its segment: hash blob + zstd blob. */
+static void
+queen_bundle_build(QueenBundleGroup *g, QueenSegment *seg)
+{
+	StringInfoData packed;
+	bytea	   *hashes = palloc(VARHDRSZ + (Size) g->npending * QUEEN_HASH_LEN);
+	Size		total = 0;
+	int			k;
+
+	for (k = 0; k < g->npending; k++)
+		total += g->frames[g->pending[k]].packed_len;
+	initStringInfo(&packed);
+	enlargeStringInfo(&packed, (int) total);
+	SET_VARSIZE(hashes, VARHDRSZ + (Size) g->npending * QUEEN_HASH_LEN);
+	for (k = 0; k < g->npending; k++)
+	{
+		QueenBundleFrame *f = &g->frames[g->pending[k]];
+
+		appendBinaryStringInfo(&packed, f->packed, (int) f->packed_len);
+		memcpy(VARDATA(hashes) + (Size) k * QUEEN_HASH_LEN, f->hash, QUEEN_HASH_LEN);
+	}
+
+	memset(seg, 0, sizeof(*seg));
+	seg->queue = g->queue;
+	seg->partition = g->partition;
+	seg->tenant = g->tenant;
+	seg->msg_count = g->npending;
+	seg->hashes = hashes;
+	seg->verified = g->verified;
+	seg->blob = queen_compress(packed.data, packed.len, queen_zstd_level);
+	pfree(packed.data);
+}
+
+/*
+ * Store the groups' frames as one bundle in the current transaction and
+ * fill in every frame's verdict.  Groups must name distinct partitions.
+ */
+void
+queen_bundle_push(QueenBundleGroup *groups, int ngroups)
+{
+	QueenSegment *segs;
+	QueenBundleGroup **round;
+	int			i;
+
+	for (i = 0; i < ngroups; i++)
+	{
+		groups[i].nsegments = 0;
+		queen_bundle_layer2(&groups[i]);
+	}
+
+	segs = palloc(sizeof(QueenSegment) * Max(ngroups, 1));
+	round = palloc(sizeof(QueenBundleGroup *) * Max(ngroups, 1));
+	for (;;)
+	{
+		int			nround = 0;
+
+		for (i = 0; i < ngroups; i++)
+		{
+			if (groups[i].npending == 0)
+				continue;
+			queen_bundle_build(&groups[i], &segs[nround]);
+			round[nround++] = &groups[i];
+		}
+		if (nround == 0)
+			break;
+
+		queen_push_bundle(segs, nround);
+
+		for (i = 0; i < nround; i++)
+		{
+			QueenBundleGroup *g = round[i];
+			QueenSegment *seg = &segs[i];
+			int			k;
+
+			pfree(seg->blob);
+			pfree(seg->hashes);
+			g->partition_id = seg->partition_id;
+			if (seg->status == QUEEN_SEGMENT_QUEUED)
+			{
+				for (k = 0; k < g->npending; k++)
+				{
+					QueenBundleFrame *f = &g->frames[g->pending[k]];
+
+					f->status = QUEEN_SEGMENT_QUEUED;
+					f->offset = seg->base_offset + k;
+					f->created_at = seg->created_at;
+					f->created_known = true;
+				}
+				g->npending = 0;
+				g->nsegments++;
+			}
+			else
+			{
+				int			kept = 0,
+							d = 0;
+
+				/* dups are ascending by frame index */
+				for (k = 0; k < g->npending; k++)
+				{
+					QueenBundleFrame *f = &g->frames[g->pending[k]];
+
+					if (d < seg->ndups && seg->dups[d].index == k)
+					{
+						f->status = QUEEN_SEGMENT_DUPLICATE;
+						f->offset = seg->dups[d].offset;
+						d++;
+					}
+					else
+						g->pending[kept++] = g->pending[k];
+				}
+				if (kept == g->npending)
+					elog(ERROR, "queen: duplicate verdict named no frame");
+				g->npending = kept;
+				g->verified = seg->probed_upto;
+			}
+		}
+	}
+
+	for (i = 0; i < ngroups; i++)
+	{
+		QueenBundleGroup *g = &groups[i];
+		int			k;
+
+		/* Duplicates of stored messages report the original's id and time. */
+		for (k = 0; k < g->nframes; k++)
+		{
+			QueenBundleFrame *f = &g->frames[k];
+
+			if (f->leader >= 0 || f->status != QUEEN_SEGMENT_DUPLICATE)
+				continue;
+			if (queen_resolve_message(&g->partition_id, f->offset,
+									  &f->message_id, &f->created_at))
+				f->created_known = true;
+			else
+				memset(f->message_id.data, 0, UUID_LEN);	/* retained away */
+		}
+
+		/* Followers inherit their leader's final verdict, as duplicates. */
+		for (k = 0; k < g->nframes; k++)
+		{
+			QueenBundleFrame *f = &g->frames[k];
+			QueenBundleFrame *leader;
+
+			if (f->leader < 0)
+				continue;
+			leader = &g->frames[f->leader];
+			f->status = QUEEN_SEGMENT_DUPLICATE;
+			f->message_id = leader->message_id;
+			f->offset = leader->offset;
+			f->created_at = leader->created_at;
+			f->created_known = leader->created_known;
+		}
+		pfree(g->pending);
+		g->pending = NULL;
+	}
+	pfree(segs);
+	pfree(round);
+}

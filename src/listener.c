@@ -1,0 +1,1147 @@
+/*-------------------------------------------------------------------------
+ *
+ * listener.c
+ *	  The HTTP listener: the broker's front door, one background worker
+ *	  (or several sharing the port) that never touches the database.
+ *
+ * One event loop.  The client sockets live in http.c's inner epoll fd,
+ * which sits in this process's WaitEventSet beside the latch and
+ * postmaster death; the latch is how the shards say "verdicts are waiting
+ * for you" or "there is room in my ring again".  No threads.
+ *
+ * A push is handled as the seed describes: parse the body without building
+ * a tree (push_body.c), mint a UUIDv7 per item, default the transactionId
+ * to the id's text, layer-1 dedup on queue 0x1F partition 0x1F
+ * transactionId inside the request, group by (tenant, queue, partition),
+ * send each group's frames, packed exactly as they will be stored, to the
+ * shard that owns the partition, and answer 201 once every group has its
+ * verdict.  Followers of a layer-1 leader report the leader's final id.
+ *
+ * Requests that need the database for something other than a push
+ * (/health, /api/v1/configure, DELETE of a queue) are handed to a shard as
+ * control requests, so this process never blocks on SQL.
+ *
+ * If a shard restarts, whatever it had not answered is lost with it: the
+ * listener sees the shard's new incarnation (or its ring's new epoch) and
+ * answers those groups failed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "broker.h"
+#include "http.h"
+
+#include <http_parser.h>
+
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+/* How long a stopping listener waits for its outstanding requests. */
+#define QUEEN_LISTENER_SHUTDOWN_GRACE_MS	25000
+
+/* How often the bundle summary is logged. */
+#define QUEEN_SUMMARY_INTERVAL_MS			10000
+
+typedef enum QueenPendingKind
+{
+	QUEEN_PENDING_PUSH,
+	QUEEN_PENDING_CONTROL
+} QueenPendingKind;
+
+/* One group of a push request. */
+typedef struct QueenReqGroup
+{
+	int		   *items;			/* leader item indexes, item order */
+	int			nitems;
+	int			shard;
+	uint32		incarnation;	/* of the shard when sent */
+	bool		answered;
+} QueenReqGroup;
+
+/* A push request between its arrival and its answer. */
+typedef struct QueenPushRequest
+{
+	QueenHttpItem *items;
+	int			nitems;
+	pg_uuid_t  *ids;			/* minted; duplicates get the original's */
+	char	  **txns;			/* the transactionId of each item */
+	int		   *leader;			/* layer-1 leader, or -1 */
+	uint8	   *status;			/* QueenFrameVerdict, 0 = not yet */
+	QueenReqGroup *groups;
+	int			ngroups;
+	int			waiting;		/* groups without a verdict */
+	int			unavailable;	/* groups answered "database not there" */
+} QueenPushRequest;
+
+typedef struct QueenPending
+{
+	uint64		id;				/* hash key */
+	QueenPendingKind kind;
+	QueenHttpRequest *http;
+	QueenPushRequest *push;		/* kind PUSH */
+	int			shard;			/* kind CONTROL */
+	uint32		incarnation;	/* kind CONTROL */
+} QueenPending;
+
+static int	queen_listener_index;
+static QueenWorkerSlot *queen_listener_slot;
+static QueenHttpServer *queen_http;
+static HTAB *queen_pending;
+static uint64 queen_next_request;
+static QueenRingWriter queen_submit[QUEEN_MAX_SHARDS];
+static QueenRingReader queen_verdicts[QUEEN_MAX_SHARDS];
+static uint32 queen_known_incarnation[QUEEN_MAX_SHARDS];
+static bool queen_listener_closing = false;
+static int	queen_control_next_shard = 0;
+static MemoryContext queen_listener_cxt;
+
+/* ----------------------------------------------------------------
+ *		Responses
+ * ----------------------------------------------------------------
+ */
+
+static void
+queen_respond_json(QueenHttpRequest *req, int status, const char *json)
+{
+	queen_http_respond(req, status, "application/json", json, strlen(json), NULL);
+}
+
+/* {"error": message}, message escaped. */
+static void
+queen_respond_error(QueenHttpRequest *req, int status, const char *message)
+{
+	StringInfoData buf;
+	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"error\":");
+	escape_json(&buf, message);
+	appendStringInfoChar(&buf, '}');
+	MemoryContextSwitchTo(old);
+	queen_http_respond(req, status, "application/json", buf.data, buf.len, NULL);
+}
+
+static const char *
+queen_shard_unavailable_message(int shard)
+{
+	switch (queen_worker_state(&queen_broker->shards[shard]))
+	{
+		case QUEEN_WORKER_WAITING:
+			return psprintf("the broker is waiting for database \"%s\" and CREATE EXTENSION queen there",
+							queen_database);
+		case QUEEN_WORKER_CLOSING:
+			return "the broker is shutting down";
+		default:
+			return psprintf("the broker's shard %d is not running (database \"%s\")",
+							shard, queen_database);
+	}
+}
+
+/* ----------------------------------------------------------------
+ *		Sending to shards
+ * ----------------------------------------------------------------
+ */
+
+static bool
+queen_shard_ready(int shard)
+{
+	return queen_worker_state(&queen_broker->shards[shard]) == QUEEN_WORKER_READY;
+}
+
+static StringInfo
+queen_message_new(void)
+{
+	MemoryContext old = MemoryContextSwitchTo(queen_listener_cxt);
+	StringInfo	msg = makeStringInfo();
+
+	MemoryContextSwitchTo(old);
+	return msg;
+}
+
+static void
+queen_send_to_shard(int shard, StringInfo msg)
+{
+	queen_ring_send(&queen_submit[shard], msg);
+}
+
+static uint64
+queen_register(QueenPendingKind kind, QueenHttpRequest *http, QueenPushRequest *push)
+{
+	uint64		id = ((uint64) pg_atomic_read_u32(&queen_listener_slot->incarnation) << 40) |
+		(++queen_next_request & ((UINT64CONST(1) << 40) - 1));
+	QueenPending *p;
+	bool		found;
+
+	p = (QueenPending *) hash_search(queen_pending, &id, HASH_ENTER, &found);
+	p->kind = kind;
+	p->http = http;
+	p->push = push;
+	p->shard = -1;
+	p->incarnation = 0;
+	return id;
+}
+
+/* ----------------------------------------------------------------
+ *		POST /api/v1/push
+ * ----------------------------------------------------------------
+ */
+
+static QueenPushRequest *queen_sort_req;
+
+static int
+queen_cmp_target(const QueenPushRequest *r, int a, int b)
+{
+	const QueenHttpItem *x = &r->items[a];
+	const QueenHttpItem *y = &r->items[b];
+	int			c;
+
+	c = strcmp(x->queue, y->queue);
+	if (c == 0)
+		c = strcmp(x->partition, y->partition);
+	return c;
+}
+
+/* (queue, partition, transactionId, index): runs are layer-1 duplicates. */
+static int
+queen_cmp_identity(const void *pa, const void *pb)
+{
+	int			a = *(const int *) pa;
+	int			b = *(const int *) pb;
+	int			c = queen_cmp_target(queen_sort_req, a, b);
+
+	if (c == 0)
+		c = strcmp(queen_sort_req->txns[a], queen_sort_req->txns[b]);
+	if (c == 0)
+		c = (a > b) - (a < b);
+	return c;
+}
+
+static void
+queen_push_render(QueenPending *p)
+{
+	QueenPushRequest *r = p->push;
+	QueenHttpRequest *http = p->http;
+	StringInfoData buf;
+	MemoryContext old;
+	int			i;
+	uint64		counts[4] = {0, 0, 0, 0};
+
+	if (r->unavailable == r->ngroups)
+	{
+		queen_respond_error(http, 503, queen_shard_unavailable_message(r->groups[0].shard));
+		return;
+	}
+
+	old = MemoryContextSwitchTo(http->mcxt);
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	for (i = 0; i < r->nitems; i++)
+	{
+		uint8		status;
+		pg_uuid_t  *id;
+		char		idtext[UUID_LEN * 2 + 5];
+		const char *word;
+
+		if (r->leader[i] >= 0)
+		{
+			/* a follower copies its leader's final id, as a duplicate */
+			uint8		ls = r->status[r->leader[i]];
+
+			status = ls == QUEEN_VERDICT_FAILED ? QUEEN_VERDICT_FAILED : QUEEN_VERDICT_DUPLICATE;
+			id = &r->ids[r->leader[i]];
+		}
+		else
+		{
+			status = r->status[i] ? r->status[i] : QUEEN_VERDICT_FAILED;
+			id = &r->ids[i];
+		}
+		counts[status]++;
+		word = status == QUEEN_VERDICT_QUEUED ? "queued" :
+			status == QUEEN_VERDICT_DUPLICATE ? "duplicate" : "failed";
+		queen_uuid_format(id, idtext);
+		if (i > 0)
+			appendStringInfoChar(&buf, ',');
+		appendStringInfo(&buf, "{\"index\":%d,\"message_id\":\"%s\",\"transaction_id\":", i, idtext);
+		escape_json(&buf, r->txns[i]);
+		appendStringInfoString(&buf, ",\"queueName\":");
+		escape_json(&buf, r->items[i].queue);
+		appendStringInfo(&buf, ",\"status\":\"%s\"}", word);
+	}
+	appendStringInfoChar(&buf, ']');
+	MemoryContextSwitchTo(old);
+	queen_http_respond(http, 201, "application/json", buf.data, buf.len, NULL);
+}
+
+static void
+queen_handle_push(QueenHttpRequest *req)
+{
+	QueenPushRequest *r;
+	const char *problem;
+	pg_uuid_t	tenant;
+	int		   *order;
+	int			i,
+				j;
+	uint64		id;
+	QueenPending *p;
+	MemoryContext old;
+
+	if (queen_listener_closing)
+	{
+		queen_respond_error(req, 503, "the broker is shutting down");
+		return;
+	}
+
+	old = MemoryContextSwitchTo(req->mcxt);
+	r = palloc0(sizeof(QueenPushRequest));
+	problem = queen_parse_push_body(req->body, req->body_len, &r->items, &r->nitems);
+	if (problem != NULL)
+	{
+		MemoryContextSwitchTo(old);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.push_rejected, 1);
+		queen_respond_error(req, 400, psprintf("bad body: %s", problem));
+		return;
+	}
+	pg_atomic_fetch_add_u64(&queen_broker->metrics.push_requests, 1);
+	pg_atomic_fetch_add_u64(&queen_broker->metrics.push_messages, r->nitems);
+	if (r->nitems == 0)
+	{
+		MemoryContextSwitchTo(old);
+		queen_respond_json(req, 201, "[]");
+		return;
+	}
+
+	(void) queen_uuid_parse(QUEEN_DEFAULT_TENANT, &tenant);
+	r->ids = palloc(sizeof(pg_uuid_t) * r->nitems);
+	r->txns = palloc(sizeof(char *) * r->nitems);
+	r->leader = palloc(sizeof(int) * r->nitems);
+	r->status = palloc0(sizeof(uint8) * r->nitems);
+	for (i = 0; i < r->nitems; i++)
+	{
+		queen_uuid_v7(&r->ids[i]);
+		if (r->items[i].txn != NULL)
+			r->txns[i] = r->items[i].txn;
+		else
+		{
+			r->txns[i] = palloc(UUID_LEN * 2 + 5);
+			queen_uuid_format(&r->ids[i], r->txns[i]);
+		}
+		r->leader[i] = -1;
+	}
+
+	/* Layer 1: the first occurrence of (queue, partition, txn) leads. */
+	order = palloc(sizeof(int) * r->nitems);
+	for (i = 0; i < r->nitems; i++)
+		order[i] = i;
+	queen_sort_req = r;
+	qsort(order, r->nitems, sizeof(int), queen_cmp_identity);
+	for (i = 1; i < r->nitems; i++)
+	{
+		int			prev = order[i - 1];
+		int			cur = order[i];
+
+		if (queen_cmp_target(r, prev, cur) == 0 && strcmp(r->txns[prev], r->txns[cur]) == 0)
+			r->leader[cur] = r->leader[prev] >= 0 ? r->leader[prev] : prev;
+	}
+
+	/* Groups: runs of equal (queue, partition); leaders in item order. */
+	r->groups = palloc0(sizeof(QueenReqGroup) * r->nitems);
+	for (i = 0; i < r->nitems; i = j)
+	{
+		QueenReqGroup *g = &r->groups[r->ngroups];
+		int			k;
+		int			n = 0;
+
+		for (j = i + 1; j < r->nitems && queen_cmp_target(r, order[i], order[j]) == 0; j++)
+			;
+		g->items = palloc(sizeof(int) * (j - i));
+		/* order is (target, txn, index): collect leaders, then sort by index */
+		for (k = i; k < j; k++)
+			if (r->leader[order[k]] < 0)
+				g->items[n++] = order[k];
+		for (k = 1; k < n; k++)
+		{
+			int			v = g->items[k];
+			int			m = k - 1;
+
+			/* insertion sort is fine: groups arrive nearly sorted by index */
+			while (m >= 0 && g->items[m] > v)
+			{
+				g->items[m + 1] = g->items[m];
+				m--;
+			}
+			g->items[m + 1] = v;
+		}
+		g->nitems = n;
+		r->ngroups++;
+	}
+	MemoryContextSwitchTo(old);
+
+	id = queen_register(QUEEN_PENDING_PUSH, req, r);
+	p = (QueenPending *) hash_search(queen_pending, &id, HASH_FIND, NULL);
+
+	for (i = 0; i < r->ngroups; i++)
+	{
+		QueenReqGroup *g = &r->groups[i];
+		const QueenHttpItem *first = &r->items[g->items[0]];
+		StringInfo	msg;
+		int			k;
+
+		g->shard = queen_shard_of(&tenant, first->queue, first->queue_len,
+								  first->partition, first->partition_len,
+								  queen_broker->nshards);
+		if (!queen_shard_ready(g->shard))
+		{
+			g->answered = true;
+			r->unavailable++;
+			for (k = 0; k < g->nitems; k++)
+				r->status[g->items[k]] = QUEEN_VERDICT_FAILED;
+			continue;
+		}
+		g->incarnation = queen_known_incarnation[g->shard];
+
+		msg = queen_message_new();
+		queen_msg_put_u8(msg, QUEEN_MSG_PUSH);
+		queen_msg_put_u64(msg, id);
+		queen_msg_put_u32(msg, (uint32) i);
+		queen_msg_put(msg, tenant.data, UUID_LEN);
+		queen_msg_put_u16(msg, (uint16) first->queue_len);
+		queen_msg_put(msg, first->queue, first->queue_len);
+		queen_msg_put_u16(msg, (uint16) first->partition_len);
+		queen_msg_put(msg, first->partition, first->partition_len);
+		queen_msg_put_u32(msg, (uint32) g->nitems);
+		for (k = 0; k < g->nitems; k++)
+		{
+			int			it = g->items[k];
+			QueenFrame	frame;
+
+			memset(&frame, 0, sizeof(frame));
+			frame.message_id = r->ids[it];
+			frame.txn = r->txns[it];
+			frame.txn_len = (uint16) strlen(r->txns[it]);
+			frame.payload = r->items[it].payload;
+			frame.payload_len = (uint32) r->items[it].payload_len;
+			queen_frame_append(msg, &frame);
+		}
+		queen_send_to_shard(g->shard, msg);
+		r->waiting++;
+	}
+
+	if (r->waiting == 0)
+	{
+		QueenPending copy = *p;
+
+		hash_search(queen_pending, &id, HASH_REMOVE, NULL);
+		queen_push_render(&copy);
+	}
+}
+
+/* A shard's verdict for one group of a push. */
+static void
+queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
+{
+	QueenPushRequest *r = p->push;
+	uint32		group = queen_msg_get_u32(m);
+	uint8		outcome = queen_msg_get_u8(m);
+	uint32		nframes = queen_msg_get_u32(m);
+	QueenReqGroup *g;
+	uint32		k;
+
+	if (m->bad || group >= (uint32) r->ngroups)
+	{
+		elog(LOG, "queen listener %d: dropped a malformed verdict", queen_listener_index);
+		return;
+	}
+	g = &r->groups[group];
+	if (g->answered)
+		return;
+	if (outcome == QUEEN_GROUP_DONE && nframes != (uint32) g->nitems)
+	{
+		elog(LOG, "queen listener %d: verdict for %u frames, group has %d",
+			 queen_listener_index, nframes, g->nitems);
+		outcome = QUEEN_GROUP_FAILED;
+	}
+	for (k = 0; k < (uint32) g->nitems; k++)
+	{
+		int			it = g->items[k];
+
+		if (outcome == QUEEN_GROUP_DONE)
+		{
+			uint8		status = queen_msg_get_u8(m);
+			const char *idp = queen_msg_get(m, UUID_LEN);
+
+			if (m->bad)
+			{
+				r->status[it] = QUEEN_VERDICT_FAILED;
+				continue;
+			}
+			r->status[it] = status;
+			memcpy(r->ids[it].data, idp, UUID_LEN);
+		}
+		else
+			r->status[it] = QUEEN_VERDICT_FAILED;
+	}
+	if (outcome == QUEEN_GROUP_UNAVAILABLE)
+		r->unavailable++;
+	g->answered = true;
+	r->waiting--;
+}
+
+/* Fail every group (and control request) still waiting on a restarted shard. */
+static void
+queen_fail_shard(int shard)
+{
+	HASH_SEQ_STATUS seq;
+	QueenPending *p;
+	List	   *done = NIL;
+	ListCell   *lc;
+
+	hash_seq_init(&seq, queen_pending);
+	while ((p = (QueenPending *) hash_seq_search(&seq)) != NULL)
+	{
+		if (p->kind == QUEEN_PENDING_CONTROL)
+		{
+			if (p->shard == shard)
+				done = lappend(done, p);
+			continue;
+		}
+		{
+			QueenPushRequest *r = p->push;
+			int			i;
+
+			for (i = 0; i < r->ngroups; i++)
+			{
+				QueenReqGroup *g = &r->groups[i];
+				int			k;
+
+				if (g->answered || g->shard != shard)
+					continue;
+				for (k = 0; k < g->nitems; k++)
+					r->status[g->items[k]] = QUEEN_VERDICT_FAILED;
+				g->answered = true;
+				r->waiting--;
+			}
+			if (r->waiting == 0)
+				done = lappend(done, p);
+		}
+	}
+
+	foreach(lc, done)
+	{
+		QueenPending *d = (QueenPending *) lfirst(lc);
+		QueenPending copy = *d;
+
+		hash_search(queen_pending, &copy.id, HASH_REMOVE, NULL);
+		if (copy.kind == QUEEN_PENDING_PUSH)
+			queen_push_render(&copy);
+		else
+			queen_respond_error(copy.http, 503,
+								psprintf("the broker's shard %d restarted before answering", shard));
+	}
+	list_free(done);
+}
+
+/* ----------------------------------------------------------------
+ *		Control requests
+ * ----------------------------------------------------------------
+ */
+
+static int
+queen_pick_shard(void)
+{
+	int			n = queen_broker->nshards;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		int			s = (queen_control_next_shard + i) % n;
+
+		if (queen_shard_ready(s))
+		{
+			queen_control_next_shard = (s + 1) % n;
+			return s;
+		}
+	}
+	return -1;
+}
+
+static void
+queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, Size arglen)
+{
+	int			shard = queen_pick_shard();
+	pg_uuid_t	tenant;
+	StringInfo	msg;
+	uint64		id;
+	QueenPending *p;
+
+	if (shard < 0)
+	{
+		const char *why = queen_shard_unavailable_message(0);
+
+		if (op == QUEEN_CONTROL_HEALTH)
+		{
+			StringInfoData buf;
+			MemoryContext old = MemoryContextSwitchTo(req->mcxt);
+
+			initStringInfo(&buf);
+			appendStringInfoString(&buf, "{\"status\":\"unhealthy\",\"database\":\"disconnected\",\"engine\":\"queen-postgres\",\"error\":");
+			escape_json(&buf, why);
+			appendStringInfoChar(&buf, '}');
+			MemoryContextSwitchTo(old);
+			queen_respond_json(req, 503, buf.data);
+		}
+		else
+			queen_respond_error(req, 503, why);
+		return;
+	}
+
+	(void) queen_uuid_parse(QUEEN_DEFAULT_TENANT, &tenant);
+	id = queen_register(QUEEN_PENDING_CONTROL, req, NULL);
+	p = (QueenPending *) hash_search(queen_pending, &id, HASH_FIND, NULL);
+	p->shard = shard;
+	p->incarnation = queen_known_incarnation[shard];
+
+	msg = queen_message_new();
+	queen_msg_put_u8(msg, QUEEN_MSG_CONTROL);
+	queen_msg_put_u64(msg, id);
+	queen_msg_put_u8(msg, (uint8) op);
+	queen_msg_put(msg, tenant.data, UUID_LEN);
+	queen_msg_put_u32(msg, (uint32) arglen);
+	queen_msg_put(msg, arg, arglen);
+	queen_send_to_shard(shard, msg);
+}
+
+static int
+queen_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* %XX decoding of one path segment; NULL if malformed. */
+static char *
+queen_percent_decode(const char *s, Size *len)
+{
+	Size		n = strlen(s);
+	char	   *out = palloc(n + 1);
+	Size		o = 0;
+	Size		i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (s[i] == '%')
+		{
+			int			hi,
+						lo;
+
+			if (i + 2 >= n)
+				return NULL;
+			hi = queen_hex_digit(s[i + 1]);
+			lo = queen_hex_digit(s[i + 2]);
+			if (hi < 0 || lo < 0)
+				return NULL;
+			out[o++] = (char) (hi * 16 + lo);
+			i += 2;
+		}
+		else
+			out[o++] = s[i];
+	}
+	out[o] = '\0';
+	*len = o;
+	return out;
+}
+
+/* ----------------------------------------------------------------
+ *		Routing
+ * ----------------------------------------------------------------
+ */
+
+#define QUEEN_QUEUES_PREFIX "/api/v1/resources/queues/"
+
+static void
+queen_method_not_allowed(QueenHttpRequest *req, const char *allow)
+{
+	const char *body = "{\"error\":\"method not allowed\"}";
+	char		header[64];
+
+	snprintf(header, sizeof(header), "Allow: %s\r\n", allow);
+	queen_http_respond(req, 405, "application/json", body, strlen(body), header);
+}
+
+static void
+queen_handle_metrics(QueenHttpRequest *req)
+{
+	StringInfoData buf;
+	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
+	QueenHttpStats stats;
+
+	initStringInfo(&buf);
+	queen_metrics_render(&buf);
+	queen_http_stats(queen_http, &stats);
+	appendStringInfo(&buf,
+					 "# HELP queen_http_connections_open HTTP connections open on this listener.\n"
+					 "# TYPE queen_http_connections_open gauge\n"
+					 "queen_http_connections_open{listener=\"%d\"} " UINT64_FORMAT "\n"
+					 "# HELP queen_http_rejected_total Requests refused by the HTTP layer (malformed, too large).\n"
+					 "# TYPE queen_http_rejected_total counter\n"
+					 "queen_http_rejected_total{listener=\"%d\"} " UINT64_FORMAT "\n",
+					 queen_listener_index, stats.open,
+					 queen_listener_index, stats.rejected);
+	MemoryContextSwitchTo(old);
+	queen_http_respond(req, 200, "text/plain; version=0.0.4", buf.data, buf.len, NULL);
+}
+
+static void
+queen_listener_handle(QueenHttpRequest *req, void *arg)
+{
+	const char *path = req->path;
+
+	(void) arg;
+	pg_atomic_fetch_add_u64(&queen_broker->metrics.http_requests, 1);
+
+	if (strcmp(path, "/api/v1/push") == 0)
+	{
+		if (req->method != HTTP_POST)
+			queen_method_not_allowed(req, "POST");
+		else
+			queen_handle_push(req);
+	}
+	else if (strcmp(path, "/api/v1/configure") == 0)
+	{
+		if (req->method != HTTP_POST)
+			queen_method_not_allowed(req, "POST");
+		else if (queen_listener_closing)
+			queen_respond_error(req, 503, "the broker is shutting down");
+		else
+			queen_handle_control(req, QUEEN_CONTROL_CONFIGURE, req->body, req->body_len);
+	}
+	else if (strncmp(path, QUEEN_QUEUES_PREFIX, strlen(QUEEN_QUEUES_PREFIX)) == 0 &&
+			 path[strlen(QUEEN_QUEUES_PREFIX)] != '\0' &&
+			 strchr(path + strlen(QUEEN_QUEUES_PREFIX), '/') == NULL)
+	{
+		MemoryContext old;
+		char	   *queue;
+		Size		len = 0;
+		const char *problem;
+
+		if (req->method != HTTP_DELETE)
+		{
+			queen_method_not_allowed(req, "DELETE");
+			return;
+		}
+		if (queen_listener_closing)
+		{
+			queen_respond_error(req, 503, "the broker is shutting down");
+			return;
+		}
+		old = MemoryContextSwitchTo(req->mcxt);
+		queue = queen_percent_decode(path + strlen(QUEEN_QUEUES_PREFIX), &len);
+		MemoryContextSwitchTo(old);
+		if (queue == NULL)
+		{
+			queen_respond_error(req, 400, "queue name in the path is not valid percent-encoding");
+			return;
+		}
+		problem = queen_name_problem(queue, len, QUEEN_MAX_NAME_BYTES);
+		if (problem != NULL || strlen(queue) != len)
+		{
+			queen_respond_error(req, 400,
+								psprintf("queue name %s", problem ? problem : "must not contain NUL"));
+			return;
+		}
+		queen_handle_control(req, QUEEN_CONTROL_DELETE_QUEUE, queue, len);
+	}
+	else if (strcmp(path, "/health") == 0)
+	{
+		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
+			queen_method_not_allowed(req, "GET");
+		else
+			queen_handle_control(req, QUEEN_CONTROL_HEALTH, "", 0);
+	}
+	else if (strcmp(path, "/metrics/prometheus") == 0)
+	{
+		if (req->method != HTTP_GET)
+			queen_method_not_allowed(req, "GET");
+		else
+			queen_handle_metrics(req);
+	}
+	else if (strcmp(path, "/status") == 0)
+	{
+		if (req->method != HTTP_GET)
+			queen_method_not_allowed(req, "GET");
+		else
+			queen_respond_json(req, 200, "{\"status\":\"ok\",\"engine\":\"queen-postgres\"}");
+	}
+	else
+		queen_respond_error(req, 404, "not found");
+}
+
+/* ----------------------------------------------------------------
+ *		Shard traffic
+ * ----------------------------------------------------------------
+ */
+
+/* Notice shards that restarted since we last looked. */
+static void
+queen_check_shards(void)
+{
+	int			s;
+
+	for (s = 0; s < queen_broker->nshards; s++)
+	{
+		uint32		inc = pg_atomic_read_u32(&queen_broker->shards[s].incarnation);
+
+		if (inc == queen_known_incarnation[s])
+			continue;
+		queen_known_incarnation[s] = inc;
+		/* anything queued for the old process is void */
+		queen_ring_writer_discard(&queen_submit[s]);
+		queen_fail_shard(s);
+	}
+}
+
+static void
+queen_take_reply(QueenPending *p, QueenMsgReader *m)
+{
+	uint16		status = queen_msg_get_u16(m);
+	uint32		len = queen_msg_get_u32(m);
+	const char *body = queen_msg_get(m, len);
+
+	if (m->bad || status < 100 || status > 599)
+	{
+		queen_respond_error(p->http, 500, "malformed reply from the broker's shard");
+		return;
+	}
+	queen_http_respond(p->http, status, "application/json", body, len, NULL);
+}
+
+/* Take every verdict and reply the shards have for us. */
+static void
+queen_drain_verdicts(void)
+{
+	int			s;
+
+	for (s = 0; s < queen_broker->nshards; s++)
+	{
+		StringInfo	msg;
+		bool		reset;
+
+		while ((msg = queen_ring_receive(&queen_verdicts[s], &reset)) != NULL)
+		{
+			QueenMsgReader m;
+			uint8		type;
+			uint64		id;
+			QueenPending *p;
+
+			queen_msg_reader(&m, msg);
+			type = queen_msg_get_u8(&m);
+			id = queen_msg_get_u64(&m);
+			if (m.bad)
+				continue;
+			p = (QueenPending *) hash_search(queen_pending, &id, HASH_FIND, NULL);
+			if (p == NULL)
+				continue;		/* a request from before our restart */
+
+			if (type == QUEEN_MSG_VERDICT && p->kind == QUEEN_PENDING_PUSH)
+			{
+				queen_apply_verdict(p, &m);
+				if (p->push->waiting == 0)
+				{
+					QueenPending copy = *p;
+
+					hash_search(queen_pending, &id, HASH_REMOVE, NULL);
+					queen_push_render(&copy);
+				}
+			}
+			else if (type == QUEEN_MSG_REPLY && p->kind == QUEEN_PENDING_CONTROL)
+			{
+				QueenPending copy = *p;
+
+				hash_search(queen_pending, &id, HASH_REMOVE, NULL);
+				queen_take_reply(&copy, &m);
+			}
+			else
+				elog(LOG, "queen listener %d: dropped an unexpected message of type %d",
+					 queen_listener_index, type);
+		}
+		if (reset)
+		{
+			/* the shard restarted: what it had not answered is lost */
+			queen_check_shards();
+		}
+		if (queen_verdicts[s].wake_writer)
+		{
+			queen_verdicts[s].wake_writer = false;
+			queen_worker_wake(&queen_broker->shards[s]);
+		}
+	}
+}
+
+/* Move queued submissions into the shards' rings and wake those that got some. */
+static bool
+queen_flush_submissions(void)
+{
+	bool		backlog = false;
+	int			s;
+
+	for (s = 0; s < queen_broker->nshards; s++)
+	{
+		bool		reset;
+
+		if (queen_submit[s].queue == NIL)
+			continue;
+		if (queen_ring_flush(&queen_submit[s], &reset))
+			queen_worker_wake(&queen_broker->shards[s]);
+		if (reset)
+		{
+			queen_known_incarnation[s] = pg_atomic_read_u32(&queen_broker->shards[s].incarnation);
+			queen_fail_shard(s);
+		}
+		if (queen_submit[s].queue != NIL)
+			backlog = true;
+	}
+	return backlog;
+}
+
+/* Answer everything still outstanding (shutdown grace ran out). */
+static void
+queen_abandon_pending(void)
+{
+	HASH_SEQ_STATUS seq;
+	QueenPending *p;
+	List	   *all = NIL;
+	ListCell   *lc;
+
+	hash_seq_init(&seq, queen_pending);
+	while ((p = (QueenPending *) hash_seq_search(&seq)) != NULL)
+		all = lappend(all, p);
+	foreach(lc, all)
+	{
+		QueenPending copy = *(QueenPending *) lfirst(lc);
+
+		hash_search(queen_pending, &copy.id, HASH_REMOVE, NULL);
+		if (copy.kind == QUEEN_PENDING_PUSH)
+		{
+			QueenPushRequest *r = copy.push;
+			int			i;
+
+			for (i = 0; i < r->nitems; i++)
+				if (r->status[i] == 0)
+					r->status[i] = QUEEN_VERDICT_FAILED;
+			queen_push_render(&copy);
+		}
+		else
+			queen_respond_error(copy.http, 503, "the broker is shutting down");
+	}
+	list_free(all);
+}
+
+/* ----------------------------------------------------------------
+ *		Main loop
+ * ----------------------------------------------------------------
+ */
+
+static void
+queen_listener_config(QueenHttpConfig *cfg)
+{
+	cfg->listen_address = queen_http_listen_address;
+	cfg->port = queen_http_port;
+	cfg->reuse_port = true;
+	cfg->max_body_bytes = (size_t) queen_max_body_bytes;
+	cfg->idle_timeout_ms = queen_http_idle_timeout_ms;
+	cfg->max_connections = 10000;
+}
+
+/* Bind the port, retrying while it is taken (a previous listener may still be closing). */
+static void
+queen_listener_bind(void)
+{
+	QueenHttpConfig cfg;
+	bool		logged = false;
+
+	for (;;)
+	{
+		char	   *error = NULL;
+
+		queen_listener_config(&cfg);
+		queen_http = queen_http_create(&cfg, queen_listener_handle, NULL, &error);
+		if (queen_http != NULL)
+			break;
+		if (!logged)
+			ereport(LOG,
+					(errmsg("queen listener %d: %s; retrying every 5 seconds",
+							queen_listener_index, error ? error : "could not listen")));
+		logged = true;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 5000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			proc_exit(0);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+	ereport(LOG,
+			(errmsg("queen listener %d: listening on %s:%d",
+					queen_listener_index, queen_http_listen_address,
+					queen_http_bound_port(queen_http))));
+}
+
+void
+queen_listener_main(Datum arg)
+{
+	WaitEventSet *set;
+	HASHCTL		ctl;
+	TimestampTz closing_since = 0;
+	TimestampTz last_summary;
+	int			s;
+
+	queen_listener_index = DatumGetInt32(arg);
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	if (queen_broker == NULL || queen_listener_index < 0 ||
+		queen_listener_index >= queen_broker->nlisteners)
+	{
+		elog(LOG, "queen listener %d: no broker shared memory; exiting", queen_listener_index);
+		proc_exit(0);
+	}
+	queen_listener_slot = &queen_broker->listeners[queen_listener_index];
+
+	/* our rings start clean before the new incarnation is published */
+	for (s = 0; s < queen_broker->nshards; s++)
+	{
+		queen_ring_reset(queen_submit_ring(queen_listener_index, s));
+		queen_ring_reset(queen_verdict_ring(s, queen_listener_index));
+	}
+	queen_worker_attach(queen_listener_slot);
+
+	/*
+	 * No database connection here, so no database encoding either.  Bodies
+	 * are UTF-8 and JSON escapes must decode to UTF-8, exactly as in the
+	 * UTF8 database the shards store into (CREATE EXTENSION insists on it).
+	 */
+	SetDatabaseEncoding(PG_UTF8);
+
+	queen_listener_cxt = AllocSetContextCreate(TopMemoryContext, "queen listener",
+											   ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(queen_listener_cxt);
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(QueenPending);
+	ctl.hcxt = queen_listener_cxt;
+	queen_pending = hash_create("queen pending requests", 1024, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (s = 0; s < queen_broker->nshards; s++)
+	{
+		queen_ring_writer_init(&queen_submit[s], queen_submit_ring(queen_listener_index, s));
+		queen_ring_reader_init(&queen_verdicts[s], queen_verdict_ring(s, queen_listener_index),
+							   queen_listener_cxt);
+		queen_known_incarnation[s] = pg_atomic_read_u32(&queen_broker->shards[s].incarnation);
+	}
+
+	if (queen_listener_index == 0)
+		queen_broker_log_config("listener");
+	queen_listener_bind();
+	queen_worker_set_state(queen_listener_slot, QUEEN_WORKER_READY);
+
+	set = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(set, WL_SOCKET_READABLE, queen_http_epoll_fd(queen_http), NULL, NULL);
+
+	last_summary = GetCurrentTimestamp();
+	for (;;)
+	{
+		WaitEvent	events[3];
+		long		timeout;
+		long		http_timeout;
+		TimestampTz now;
+		bool		backlog;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			QueenHttpConfig cfg;
+
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			queen_listener_config(&cfg);
+			queen_http_reconfigure(queen_http, &cfg);
+			if (queen_listener_index == 0)
+				queen_broker_log_config("listener (reloaded)");
+		}
+		if (ShutdownRequestPending && !queen_listener_closing)
+		{
+			queen_listener_closing = true;
+			closing_since = GetCurrentTimestamp();
+			queen_worker_set_state(queen_listener_slot, QUEEN_WORKER_CLOSING);
+			queen_http_stop_accepting(queen_http);
+			ereport(LOG,
+					(errmsg("queen listener %d: stopping; answering %ld outstanding requests",
+							queen_listener_index, hash_get_num_entries(queen_pending))));
+		}
+
+		queen_check_shards();
+		queen_drain_verdicts();
+		queen_http_poll(queen_http);
+		backlog = queen_flush_submissions();
+		queen_drain_verdicts();
+
+		now = GetCurrentTimestamp();
+		if (queen_listener_index == 0 &&
+			TimestampDifferenceExceeds(last_summary, now, QUEEN_SUMMARY_INTERVAL_MS))
+		{
+			queen_metrics_bundle_summary();
+			last_summary = now;
+		}
+
+		if (queen_listener_closing)
+		{
+			if (hash_get_num_entries(queen_pending) == 0 && queen_http_busy(queen_http) == 0)
+				break;
+			if (TimestampDifferenceExceeds(closing_since, now, QUEEN_LISTENER_SHUTDOWN_GRACE_MS))
+			{
+				ereport(LOG,
+						(errmsg("queen listener %d: %ld requests still outstanding after %d ms; answering them failed",
+								queen_listener_index, hash_get_num_entries(queen_pending),
+								QUEEN_LISTENER_SHUTDOWN_GRACE_MS)));
+				queen_abandon_pending();
+				queen_http_poll(queen_http);
+				break;
+			}
+		}
+
+		timeout = QUEEN_SUMMARY_INTERVAL_MS;
+		http_timeout = queen_http_next_timeout_ms(queen_http);
+		if (http_timeout >= 0)
+			timeout = Min(timeout, http_timeout);
+		if (backlog || queen_listener_closing)
+			timeout = Min(timeout, 10);
+
+		(void) WaitEventSetWait(set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+
+	queen_http_destroy(queen_http);
+	proc_exit(0);
+}

@@ -1,0 +1,154 @@
+/*-------------------------------------------------------------------------
+ *
+ * metrics.c
+ *	  What the broker tells operators: the Prometheus text on
+ *	  /metrics/prometheus and the periodic "bundle summary" log line.
+ *
+ * Everything comes from the counters in shared memory, so any listener can
+ * render it without a database round trip, and a scrape costs nothing to
+ * the write path.  Names follow Queen's where Queen has one, so existing
+ * dashboards keep working: queen_batches_fired_total counts segments
+ * (Queen records one batch per segment), queen_bundles_committed_total
+ * counts the transactions that carried them.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "broker.h"
+
+#include "utils/timestamp.h"
+
+static int
+queen_cmp_float(const void *a, const void *b)
+{
+	float		x = *(const float *) a;
+	float		y = *(const float *) b;
+
+	return (x > y) - (x < y);
+}
+
+static void
+queen_metric(StringInfo out, const char *name, const char *type, const char *help)
+{
+	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void
+queen_metrics_render(StringInfo out)
+{
+	QueenMetrics *m = &queen_broker->metrics;
+	QueenPermitPool *pool = &queen_broker->permits;
+	uint64		commits = pg_atomic_read_u64(&m->commits);
+	uint64		segments = pg_atomic_read_u64(&m->segments);
+	uint64		items = pg_atomic_read_u64(&m->items);
+	TimestampTz started = (TimestampTz) pg_atomic_read_u64(&m->started_at);
+	float		rtts[lengthof(pool->rtt_ms)];
+	int			nrtt;
+	double		naive_limit;
+	double		queue_estimate;
+	uint64		grows,
+				shrinks;
+	int			s;
+
+	SpinLockAcquire(&pool->mutex);
+	nrtt = pool->rtt_count;
+	memcpy(rtts, pool->rtt_ms, sizeof(float) * nrtt);
+	naive_limit = pool->naive_limit_f;
+	queue_estimate = pool->last_queue;
+	grows = pool->grows;
+	shrinks = pool->shrinks;
+	SpinLockRelease(&pool->mutex);
+
+	queen_metric(out, "queen_uptime_seconds", "gauge", "Seconds since the broker's shared memory was set up.");
+	appendStringInfo(out, "queen_uptime_seconds %.0f\n",
+					 (double) (GetCurrentTimestamp() - started) / USECS_PER_SEC);
+
+	queen_metric(out, "queen_process_push_requests_total", "counter", "Push requests accepted (valid bodies).");
+	appendStringInfo(out, "queen_process_push_requests_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&m->push_requests));
+	queen_metric(out, "queen_process_push_messages_total", "counter", "Items in accepted push requests.");
+	appendStringInfo(out, "queen_process_push_messages_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&m->push_messages));
+	queen_metric(out, "queen_push_rejected_total", "counter", "Push requests answered 400.");
+	appendStringInfo(out, "queen_push_rejected_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&m->push_rejected));
+	queen_metric(out, "queen_http_requests_total", "counter", "HTTP requests routed by the listeners.");
+	appendStringInfo(out, "queen_http_requests_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&m->http_requests));
+
+	queen_metric(out, "queen_push_frames_total", "counter", "Frames that reached a shard, by verdict.");
+	appendStringInfo(out, "queen_push_frames_total{status=\"queued\"} " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&m->queued));
+	appendStringInfo(out, "queen_push_frames_total{status=\"duplicate\"} " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&m->duplicates));
+	appendStringInfo(out, "queen_push_frames_total{status=\"failed\"} " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&m->failed));
+
+	queen_metric(out, "queen_bundles_committed_total", "counter", "Bundle transactions committed by the fusion shards.");
+	appendStringInfo(out, "queen_bundles_committed_total " UINT64_FORMAT "\n", commits);
+	queen_metric(out, "queen_bundle_failures_total", "counter", "Bundle transactions that failed and were rolled back.");
+	appendStringInfo(out, "queen_bundle_failures_total " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&m->bundle_failures));
+	queen_metric(out, "queen_batches_fired_total", "counter", "Segments written by committed bundles (Queen counts one batch per segment).");
+	appendStringInfo(out, "queen_batches_fired_total{op=\"push\"} " UINT64_FORMAT "\n", segments);
+	queen_metric(out, "queen_batch_items_fired_total", "counter", "Messages written by committed bundles.");
+	appendStringInfo(out, "queen_batch_items_fired_total{op=\"push\"} " UINT64_FORMAT "\n", items);
+	queen_metric(out, "queen_fusion_items_per_batch", "gauge", "Lifetime messages per segment.");
+	appendStringInfo(out, "queen_fusion_items_per_batch{op=\"push\"} %.2f\n",
+					 segments ? (double) items / segments : 0.0);
+	queen_metric(out, "queen_segments_per_commit", "gauge", "Lifetime segments per bundle transaction: partitions sharing one commit.");
+	appendStringInfo(out, "queen_segments_per_commit %.2f\n",
+					 commits ? (double) segments / commits : 0.0);
+	queen_metric(out, "queen_bundle_exec_seconds_total", "counter", "Time bundles spent in their statements, before COMMIT.");
+	appendStringInfo(out, "queen_bundle_exec_seconds_total %.6f\n",
+					 (double) pg_atomic_read_u64(&m->exec_us) / USECS_PER_SEC);
+	queen_metric(out, "queen_bundle_commit_seconds_total", "counter", "Time bundles spent in COMMIT, WAL flush wait included.");
+	appendStringInfo(out, "queen_bundle_commit_seconds_total %.6f\n",
+					 (double) pg_atomic_read_u64(&m->commit_us) / USECS_PER_SEC);
+
+	if (nrtt > 0)
+	{
+		qsort(rtts, nrtt, sizeof(float), queen_cmp_float);
+		queen_metric(out, "queen_batch_rtt_milliseconds", "gauge", "Bundle round trip (statements and commit) over the last 256 bundles.");
+		appendStringInfo(out, "queen_batch_rtt_milliseconds{op=\"push\",quantile=\"0.5\"} %.3f\n",
+						 rtts[nrtt / 2]);
+		appendStringInfo(out, "queen_batch_rtt_milliseconds{op=\"push\",quantile=\"0.99\"} %.3f\n",
+						 rtts[Min(nrtt - 1, (int) (nrtt * 0.99))]);
+	}
+
+	queen_metric(out, "queen_push_permits_limit", "gauge", "Current limit of the shared push permit pool.");
+	appendStringInfo(out, "queen_push_permits_limit %u\n", pg_atomic_read_u32(&pool->limit));
+	queen_metric(out, "queen_seg_push_vegas_limit", "gauge", "Same as queen_push_permits_limit, under Queen's name.");
+	appendStringInfo(out, "queen_seg_push_vegas_limit %u\n", pg_atomic_read_u32(&pool->limit));
+	queen_metric(out, "queen_push_permits_inflight", "gauge", "Push permits held (bundles in flight).");
+	appendStringInfo(out, "queen_push_permits_inflight %u\n", pg_atomic_read_u32(&pool->inflight));
+	queen_metric(out, "queen_push_permits_naive_limit", "gauge", "Where textbook Vegas on whole round trips would have put the limit (shadow, not used).");
+	appendStringInfo(out, "queen_push_permits_naive_limit %.0f\n", naive_limit);
+	queen_metric(out, "queen_push_permits_queue_estimate", "gauge", "Last queue estimate of the permit law, in bundles.");
+	appendStringInfo(out, "queen_push_permits_queue_estimate %.2f\n", queue_estimate);
+	queen_metric(out, "queen_push_permits_adjustments_total", "counter", "Steps the permit law took.");
+	appendStringInfo(out, "queen_push_permits_adjustments_total{direction=\"grow\"} " UINT64_FORMAT "\n", grows);
+	appendStringInfo(out, "queen_push_permits_adjustments_total{direction=\"shrink\"} " UINT64_FORMAT "\n", shrinks);
+
+	queen_metric(out, "queen_shard_ready", "gauge", "1 when the fusion shard is connected and serving.");
+	for (s = 0; s < queen_broker->nshards; s++)
+		appendStringInfo(out, "queen_shard_ready{shard=\"%d\"} %d\n", s,
+						 queen_worker_state(&queen_broker->shards[s]) == QUEEN_WORKER_READY);
+}
+
+/* The seed's "bundle summary" line: cumulative, about every ten seconds. */
+void
+queen_metrics_bundle_summary(void)
+{
+	static uint64 last_commits = 0;
+	QueenMetrics *m = &queen_broker->metrics;
+	uint64		commits = pg_atomic_read_u64(&m->commits);
+	uint64		segments = pg_atomic_read_u64(&m->segments);
+
+	/* an idle broker does not fill the log */
+	if (commits == last_commits)
+		return;
+	last_commits = commits;
+	ereport(LOG,
+			(errmsg("queen fusion: bundle summary commits=" UINT64_FORMAT " segments=" UINT64_FORMAT " segments_per_commit=%.2f",
+					commits, segments, commits ? (double) segments / commits : 0.0)));
+}

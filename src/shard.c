@@ -1,0 +1,1063 @@
+/*-------------------------------------------------------------------------
+ *
+ * shard.c
+ *	  A fusion shard: the background worker that turns the frames of many
+ *	  concurrent requests into few commits.
+ *
+ * A shard owns the partitions that hash to it (shmem.c, queen_shard_of),
+ * so all of its state is private to this process and needs no locks.
+ * Frames arrive from the listeners' submission rings and accumulate in one
+ * group per (tenant, queue, partition).  The three rules of the seed:
+ *
+ *	 Fire on idle.  Whenever there is a ready group and a push permit is
+ *	 free right now, a bundle goes at once; there is no hold timer, so a
+ *	 lone push commits in about one round trip.  No permit means the lane
+ *	 is contended: the groups keep accumulating and the shard waits for a
+ *	 release (or the queen.fusion_hold_ms backstop tick).
+ *
+ *	 One flush in flight per partition.  A shard runs one transaction at a
+ *	 time, and a partition belongs to one shard, so a partition's next
+ *	 segment can only be dispatched after the previous one has committed;
+ *	 what arrives meanwhile waits in the ring and becomes the next segment.
+ *	 Per-partition offset order is therefore commit order.
+ *
+ *	 Cross-partition bundling.  A bundle takes up to queen.bundle_max ready
+ *	 groups, oldest first, and stores them through the bundle engine
+ *	 (bundle.c, the core under log_push_multi_v1) in one transaction: one
+ *	 commit and one WAL flush for all of them.
+ *
+ * Verdicts go back, after the commit, to every request that fed a group.
+ * A bundle whose transaction fails answers all its frames failed.
+ *
+ * Error recovery follows TimescaleDB's job runner: each transaction runs
+ * inside PG_TRY; on error the shard copies and logs the error, aborts the
+ * transaction, answers the affected requests and carries on.  An ERROR
+ * outside those blocks ends the process with exit code 1 and the
+ * postmaster starts it again; the listeners notice the new incarnation.
+ *
+ * The database may not exist when the cluster starts.  A shard that failed
+ * to connect comes back in "probe" mode: connected to no database, it
+ * watches pg_database and exits 1 to reconnect once the database is there.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "broker.h"
+
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "common/hashfn.h"
+#include "executor/spi.h"
+#include "lib/ilist.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/backend_status.h"
+#include "utils/guc.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+/* How long a shutting-down shard waits for the listeners before leaving. */
+#define QUEEN_SHARD_SHUTDOWN_GRACE_MS	30000
+
+/* Groups nobody pushed to for this long are forgotten. */
+#define QUEEN_GROUP_IDLE_SECS			60
+
+/* The experiment floor never holds a segment longer than this. */
+#define QUEEN_MIN_FRAMES_WAIT_US		2000
+
+/* One request's share of a group: which frames are its. */
+typedef struct QueenContributor
+{
+	int			listener;
+	uint64		request;
+	uint32		group;			/* the request's group index */
+	int			first;			/* first frame in the group's packed buffer */
+	int			count;
+} QueenContributor;
+
+/* Hash key: tenant (16 bytes) + queue + 0x1F + partition. */
+typedef struct QueenGroupKey
+{
+	const char *bytes;
+	uint32		len;
+} QueenGroupKey;
+
+typedef struct QueenShardGroup
+{
+	QueenGroupKey key;			/* first: dynahash compares it */
+	pg_uuid_t	tenant;
+	char	   *queue;
+	char	   *partition;
+	StringInfoData packed;		/* frames accumulated since the last flush */
+	int			nframes;
+	QueenContributor *contrib;
+	int			ncontrib;
+	int			maxcontrib;
+	TimestampTz first_arrival;
+	TimestampTz last_arrival;
+	bool		ready;
+	dlist_node	ready_node;
+} QueenShardGroup;
+
+/* A control request waiting for its turn between bundles. */
+typedef struct QueenControl
+{
+	int			listener;
+	uint64		request;
+	uint8		op;
+	pg_uuid_t	tenant;
+	char	   *arg;
+	uint32		arglen;
+} QueenControl;
+
+static int	queen_shard_index;
+static QueenWorkerSlot *queen_shard_slot;
+static HTAB *queen_groups;
+static dlist_head queen_ready = DLIST_STATIC_INIT(queen_ready);
+static List *queen_controls = NIL;
+static MemoryContext queen_shard_cxt;	/* groups and their buffers */
+static MemoryContext queen_bundle_cxt;	/* one bundle, reset after it */
+static QueenRingReader queen_readers[QUEEN_MAX_LISTENERS];
+static QueenRingWriter queen_writers[QUEEN_MAX_LISTENERS];
+static bool queen_extension_ready = false;
+static bool queen_extension_known = false;
+static TimestampTz queen_extension_checked = 0;
+static bool queen_shard_closing = false;
+
+/* ----------------------------------------------------------------
+ *		Group table
+ * ----------------------------------------------------------------
+ */
+
+static uint32
+queen_group_hash(const void *key, Size keysize)
+{
+	const QueenGroupKey *k = (const QueenGroupKey *) key;
+
+	(void) keysize;
+	return hash_bytes((const unsigned char *) k->bytes, (int) k->len);
+}
+
+static int
+queen_group_match(const void *key1, const void *key2, Size keysize)
+{
+	const QueenGroupKey *a = (const QueenGroupKey *) key1;
+	const QueenGroupKey *b = (const QueenGroupKey *) key2;
+
+	(void) keysize;
+	if (a->len != b->len)
+		return 1;
+	return memcmp(a->bytes, b->bytes, a->len);
+}
+
+static void
+queen_groups_create(void)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(QueenGroupKey);
+	ctl.entrysize = sizeof(QueenShardGroup);
+	ctl.hash = queen_group_hash;
+	ctl.match = queen_group_match;
+	ctl.hcxt = queen_shard_cxt;
+	queen_groups = hash_create("queen shard groups", 1024, &ctl,
+							   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+}
+
+static QueenShardGroup *
+queen_group_lookup(const pg_uuid_t *tenant, const char *queue, uint16 qlen,
+				   const char *partition, uint16 plen)
+{
+	char		stack[UUID_LEN + 2 * QUEEN_MAX_NAME_BYTES + 1];
+	QueenGroupKey key;
+	QueenShardGroup *g;
+	bool		found;
+
+	memcpy(stack, tenant->data, UUID_LEN);
+	memcpy(stack + UUID_LEN, queue, qlen);
+	stack[UUID_LEN + qlen] = 0x1f;
+	memcpy(stack + UUID_LEN + qlen + 1, partition, plen);
+	key.bytes = stack;
+	key.len = UUID_LEN + qlen + 1 + plen;
+
+	g = (QueenShardGroup *) hash_search(queen_groups, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		MemoryContext old = MemoryContextSwitchTo(queen_shard_cxt);
+		char	   *owned = palloc(key.len);
+
+		memcpy(owned, stack, key.len);
+		g->key.bytes = owned;
+		g->key.len = key.len;
+		g->tenant = *tenant;
+		g->queue = pnstrdup(queue, qlen);
+		g->partition = pnstrdup(partition, plen);
+		initStringInfo(&g->packed);
+		g->nframes = 0;
+		g->maxcontrib = 8;
+		g->contrib = palloc(sizeof(QueenContributor) * g->maxcontrib);
+		g->ncontrib = 0;
+		g->ready = false;
+		MemoryContextSwitchTo(old);
+	}
+	return g;
+}
+
+/* Empty a group after its flush; a buffer that grew huge is given back. */
+static void
+queen_group_reset(QueenShardGroup *g)
+{
+	if (g->packed.maxlen > 1024 * 1024)
+	{
+		MemoryContext old = MemoryContextSwitchTo(queen_shard_cxt);
+
+		pfree(g->packed.data);
+		initStringInfo(&g->packed);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		resetStringInfo(&g->packed);
+	g->nframes = 0;
+	g->ncontrib = 0;
+}
+
+/* Forget groups nobody has pushed to for a while, so memory follows load. */
+static void
+queen_groups_sweep(TimestampTz now)
+{
+	HASH_SEQ_STATUS seq;
+	QueenShardGroup *g;
+
+	hash_seq_init(&seq, queen_groups);
+	while ((g = (QueenShardGroup *) hash_seq_search(&seq)) != NULL)
+	{
+		QueenGroupKey key;
+
+		if (g->nframes > 0 || g->ready ||
+			!TimestampDifferenceExceeds(g->last_arrival, now, QUEEN_GROUP_IDLE_SECS * 1000))
+			continue;
+		key = g->key;
+		pfree(g->queue);
+		pfree(g->partition);
+		pfree(g->packed.data);
+		pfree(g->contrib);
+		hash_search(queen_groups, &key, HASH_REMOVE, NULL);
+		pfree((void *) key.bytes);
+	}
+}
+
+/* ----------------------------------------------------------------
+ *		Answers to listeners
+ * ----------------------------------------------------------------
+ */
+
+/* Push queued answers into the verdict rings; wake listeners that got some. */
+static void
+queen_shard_flush_answers(void)
+{
+	int			l;
+
+	for (l = 0; l < queen_broker->nlisteners; l++)
+	{
+		bool		reset;
+
+		if (queen_writers[l].queue == NIL)
+			continue;
+		if (queen_worker_state(&queen_broker->listeners[l]) == QUEEN_WORKER_STOPPED)
+		{
+			/* nobody to answer: its clients' connections died with it */
+			queen_ring_writer_discard(&queen_writers[l]);
+			continue;
+		}
+		if (queen_ring_flush(&queen_writers[l], &reset))
+			queen_worker_wake(&queen_broker->listeners[l]);
+	}
+}
+
+static bool
+queen_shard_answers_pending(void)
+{
+	int			l;
+
+	for (l = 0; l < queen_broker->nlisteners; l++)
+		if (queen_writers[l].queue != NIL)
+			return true;
+	return false;
+}
+
+static StringInfo
+queen_answer_new(QueenMsgType type, uint64 request)
+{
+	MemoryContext old = MemoryContextSwitchTo(queen_shard_cxt);
+	StringInfo	msg = makeStringInfo();
+
+	MemoryContextSwitchTo(old);
+	queen_msg_put_u8(msg, (uint8) type);
+	queen_msg_put_u64(msg, request);
+	return msg;
+}
+
+static void
+queen_answer_send(int listener, StringInfo msg)
+{
+	queen_ring_send(&queen_writers[listener], msg);
+}
+
+/* A whole group answered without per-frame verdicts. */
+static void
+queen_answer_group(int listener, uint64 request, uint32 group, QueenGroupOutcome outcome)
+{
+	StringInfo	msg = queen_answer_new(QUEEN_MSG_VERDICT, request);
+
+	queen_msg_put_u32(msg, group);
+	queen_msg_put_u8(msg, (uint8) outcome);
+	queen_msg_put_u32(msg, 0);
+	queen_answer_send(listener, msg);
+}
+
+static void
+queen_answer_reply(int listener, uint64 request, int status, const char *body, Size len)
+{
+	StringInfo	msg = queen_answer_new(QUEEN_MSG_REPLY, request);
+
+	queen_msg_put_u16(msg, (uint16) status);
+	queen_msg_put_u32(msg, (uint32) len);
+	queen_msg_put(msg, body, len);
+	queen_answer_send(listener, msg);
+}
+
+/* ----------------------------------------------------------------
+ *		Receiving
+ * ----------------------------------------------------------------
+ */
+
+static void
+queen_shard_take_push(int listener, StringInfo raw)
+{
+	QueenMsgReader r;
+	uint64		request;
+	uint32		group;
+	const char *tenant;
+	uint16		qlen,
+				plen;
+	const char *queue;
+	const char *partition;
+	uint32		nframes;
+	const char *frames;
+	Size		frames_len;
+	Size		pos = 0;
+	uint32		k;
+	QueenShardGroup *g;
+
+	queen_msg_reader(&r, raw);
+	(void) queen_msg_get_u8(&r);
+	request = queen_msg_get_u64(&r);
+	group = queen_msg_get_u32(&r);
+	tenant = queen_msg_get(&r, UUID_LEN);
+	qlen = queen_msg_get_u16(&r);
+	queue = queen_msg_get(&r, qlen);
+	plen = queen_msg_get_u16(&r);
+	partition = queen_msg_get(&r, plen);
+	nframes = queen_msg_get_u32(&r);
+	if (r.bad || qlen == 0 || plen == 0 || qlen > QUEEN_MAX_NAME_BYTES ||
+		plen > QUEEN_MAX_NAME_BYTES || nframes == 0)
+	{
+		elog(LOG, "queen shard %d: dropped a malformed submission", queen_shard_index);
+		if (!r.bad)
+			queen_answer_group(listener, request, group, QUEEN_GROUP_FAILED);
+		return;
+	}
+	frames = r.data + r.pos;
+	frames_len = r.len - r.pos;
+
+	/* The frames must decode to exactly the count announced. */
+	for (k = 0; k < nframes; k++)
+	{
+		QueenFrame	frame;
+
+		if (queen_frame_decode(frames, frames_len, &pos, &frame) != NULL)
+			break;
+	}
+	if (k < nframes || pos != frames_len)
+	{
+		elog(LOG, "queen shard %d: dropped a submission whose frames do not decode",
+			 queen_shard_index);
+		queen_answer_group(listener, request, group, QUEEN_GROUP_FAILED);
+		return;
+	}
+
+	if (!queen_extension_ready)
+	{
+		queen_answer_group(listener, request, group, QUEEN_GROUP_UNAVAILABLE);
+		return;
+	}
+
+	g = queen_group_lookup((const pg_uuid_t *) tenant, queue, qlen, partition, plen);
+	if (g->ncontrib == g->maxcontrib)
+	{
+		g->maxcontrib *= 2;
+		g->contrib = repalloc(g->contrib, sizeof(QueenContributor) * g->maxcontrib);
+	}
+	g->contrib[g->ncontrib].listener = listener;
+	g->contrib[g->ncontrib].request = request;
+	g->contrib[g->ncontrib].group = group;
+	g->contrib[g->ncontrib].first = g->nframes;
+	g->contrib[g->ncontrib].count = (int) nframes;
+	g->ncontrib++;
+	appendBinaryStringInfo(&g->packed, frames, (int) frames_len);
+	g->last_arrival = GetCurrentTimestamp();
+	if (g->nframes == 0)
+		g->first_arrival = g->last_arrival;
+	g->nframes += (int) nframes;
+	if (!g->ready)
+	{
+		g->ready = true;
+		dlist_push_tail(&queen_ready, &g->ready_node);
+	}
+}
+
+static void
+queen_shard_take_control(int listener, StringInfo raw)
+{
+	QueenMsgReader r;
+	QueenControl *c;
+	const char *tenant;
+	const char *arg;
+	MemoryContext old;
+
+	queen_msg_reader(&r, raw);
+	(void) queen_msg_get_u8(&r);
+	old = MemoryContextSwitchTo(queen_shard_cxt);
+	c = palloc0(sizeof(QueenControl));
+	c->listener = listener;
+	c->request = queen_msg_get_u64(&r);
+	c->op = queen_msg_get_u8(&r);
+	tenant = queen_msg_get(&r, UUID_LEN);
+	c->arglen = queen_msg_get_u32(&r);
+	arg = queen_msg_get(&r, c->arglen);
+	if (r.bad)
+	{
+		MemoryContextSwitchTo(old);
+		elog(LOG, "queen shard %d: dropped a malformed control request", queen_shard_index);
+		pfree(c);
+		return;
+	}
+	memcpy(c->tenant.data, tenant, UUID_LEN);
+	c->arg = palloc(c->arglen + 1);
+	memcpy(c->arg, arg, c->arglen);
+	c->arg[c->arglen] = '\0';
+	queen_controls = lappend(queen_controls, c);
+	MemoryContextSwitchTo(old);
+}
+
+/* Take every complete message the listeners have left for us. */
+static void
+queen_shard_receive(void)
+{
+	int			l;
+
+	for (l = 0; l < queen_broker->nlisteners; l++)
+	{
+		StringInfo	msg;
+		bool		reset;
+
+		while ((msg = queen_ring_receive(&queen_readers[l], &reset)) != NULL)
+		{
+			uint8		type = msg->len > 0 ? (uint8) msg->data[0] : 0;
+
+			if (type == QUEEN_MSG_PUSH)
+				queen_shard_take_push(l, msg);
+			else if (type == QUEEN_MSG_CONTROL)
+				queen_shard_take_control(l, msg);
+			else
+				elog(LOG, "queen shard %d: dropped a message of unknown type %d",
+					 queen_shard_index, type);
+		}
+		if (queen_readers[l].wake_writer)
+		{
+			queen_readers[l].wake_writer = false;
+			queen_worker_wake(&queen_broker->listeners[l]);
+		}
+	}
+}
+
+/* ----------------------------------------------------------------
+ *		Transactions
+ * ----------------------------------------------------------------
+ */
+
+/* Is the extension there?  Asked in its own transaction, at most once a second when not. */
+static bool
+queen_shard_check_extension(bool force)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	bool		ready;
+
+	if (queen_extension_ready && !force)
+		return true;
+	if (!force && !TimestampDifferenceExceeds(queen_extension_checked, now, 1000))
+		return false;
+	queen_extension_checked = now;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	ready = OidIsValid(get_extension_oid("queen", true));
+	CommitTransactionCommand();
+
+	if (ready != queen_extension_ready || !queen_extension_known)
+	{
+		if (ready)
+			ereport(LOG,
+					(errmsg("queen shard %d: extension found in database \"%s\"; serving",
+							queen_shard_index, queen_database)));
+		else
+			ereport(LOG,
+					(errmsg("queen shard %d: extension queen is not installed in database \"%s\"; waiting for CREATE EXTENSION queen",
+							queen_shard_index, queen_database)));
+	}
+	queen_extension_ready = ready;
+	queen_extension_known = true;
+	if (!queen_shard_closing)
+		queen_worker_set_state(queen_shard_slot,
+							   ready ? QUEEN_WORKER_READY : QUEEN_WORKER_WAITING);
+	return ready;
+}
+
+/*
+ * Log an error caught in a transaction block and clean up after it.  Must
+ * be called in PG_CATCH with a memory context that outlives the
+ * transaction current; returns the error's message, copied there.
+ */
+static char *
+queen_shard_recover(const char *what)
+{
+	ErrorData  *edata;
+	char	   *message;
+
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	ereport(LOG,
+			(errmsg("queen shard %d: %s failed: %s", queen_shard_index, what, edata->message),
+			 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+	message = pstrdup(edata->message);
+	FreeErrorData(edata);
+	return message;
+}
+
+/* Build the engine's view of one group: every frame, with its hash. */
+static void
+queen_shard_prepare_group(QueenShardGroup *g, QueenBundleGroup *bg)
+{
+	Size		pos = 0;
+	int			k;
+
+	bg->queue = g->queue;
+	bg->partition = g->partition;
+	bg->tenant = g->tenant;
+	bg->nframes = g->nframes;
+	bg->frames = palloc(sizeof(QueenBundleFrame) * g->nframes);
+	for (k = 0; k < g->nframes; k++)
+	{
+		QueenBundleFrame *f = &bg->frames[k];
+		QueenFrame	frame;
+		Size		start = pos;
+
+		/* decoded once already on arrival, so this cannot fail */
+		if (queen_frame_decode(g->packed.data, g->packed.len, &pos, &frame) != NULL)
+			elog(ERROR, "queen: accumulated frames do not decode");
+		f->packed = g->packed.data + start;
+		f->packed_len = (uint32) (pos - start);
+		f->message_id = frame.message_id;
+		queen_txn_hash(frame.txn, frame.txn_len, f->hash);
+	}
+}
+
+/* Route a group's verdicts to every request that fed it. */
+static void
+queen_shard_route(QueenShardGroup *g, QueenBundleGroup *bg, QueenGroupOutcome outcome)
+{
+	int			c;
+
+	for (c = 0; c < g->ncontrib; c++)
+	{
+		QueenContributor *ct = &g->contrib[c];
+		StringInfo	msg;
+		int			k;
+
+		if (outcome != QUEEN_GROUP_DONE)
+		{
+			queen_answer_group(ct->listener, ct->request, ct->group, outcome);
+			continue;
+		}
+		msg = queen_answer_new(QUEEN_MSG_VERDICT, ct->request);
+		queen_msg_put_u32(msg, ct->group);
+		queen_msg_put_u8(msg, (uint8) QUEEN_GROUP_DONE);
+		queen_msg_put_u32(msg, (uint32) ct->count);
+		for (k = ct->first; k < ct->first + ct->count; k++)
+		{
+			QueenBundleFrame *f = &bg->frames[k];
+
+			queen_msg_put_u8(msg, f->status == QUEEN_SEGMENT_QUEUED ?
+							 QUEEN_VERDICT_QUEUED : QUEEN_VERDICT_DUPLICATE);
+			queen_msg_put(msg, f->message_id.data, UUID_LEN);
+		}
+		queen_answer_send(ct->listener, msg);
+	}
+}
+
+/*
+ * The bundle's transaction.  Returns false if it failed (logged, rolled
+ * back); the timings say how long the statements and the COMMIT took.
+ */
+static bool
+queen_shard_transact(QueenBundleGroup *bgs, int n, int64 *exec_us, int64 *commit_us)
+{
+	volatile TimestampTz before_commit = 0;
+	volatile bool ok = false;
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz end;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, "queen: push bundle");
+		/* the engine's working memory is the transaction's; verdicts land in bgs */
+		queen_bundle_push(bgs, n);
+		PopActiveSnapshot();
+		before_commit = GetCurrentTimestamp();
+		CommitTransactionCommand();
+		ok = true;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(queen_bundle_cxt);
+		(void) queen_shard_recover("push bundle");
+	}
+	PG_END_TRY();
+	end = GetCurrentTimestamp();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	pgstat_report_stat(false);
+	MemoryContextSwitchTo(queen_bundle_cxt);
+
+	*exec_us = ok ? before_commit - start : 0;
+	*commit_us = ok ? end - before_commit : 0;
+	return ok;
+}
+
+/*
+ * Store up to queen.bundle_max ready groups in one transaction and answer
+ * every request that fed them.  The caller holds a push permit; it is
+ * released here with the bundle's timings.
+ */
+static void
+queen_shard_run_bundle(void)
+{
+	QueenShardGroup **chosen;
+	QueenBundleGroup *bgs;
+	int			n = 0;
+	int			i;
+	int64		exec_us,
+				commit_us;
+	bool		ok;
+	int			segments = 0;
+	uint64		queued = 0,
+				dups = 0,
+				frames = 0;
+	MemoryContext old;
+
+	old = MemoryContextSwitchTo(queen_bundle_cxt);
+	chosen = palloc(sizeof(QueenShardGroup *) * queen_bundle_max);
+	while (n < queen_bundle_max && !dlist_is_empty(&queen_ready))
+	{
+		QueenShardGroup *g = dlist_container(QueenShardGroup, ready_node,
+											 dlist_pop_head_node(&queen_ready));
+
+		g->ready = false;
+		chosen[n++] = g;
+	}
+	bgs = palloc0(sizeof(QueenBundleGroup) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		queen_shard_prepare_group(chosen[i], &bgs[i]);
+		frames += chosen[i]->nframes;
+	}
+
+	ok = queen_shard_transact(bgs, n, &exec_us, &commit_us);
+
+	if (ok)
+	{
+		for (i = 0; i < n; i++)
+		{
+			int			k;
+
+			segments += bgs[i].nsegments;
+			for (k = 0; k < bgs[i].nframes; k++)
+			{
+				if (bgs[i].frames[k].status == QUEEN_SEGMENT_QUEUED)
+					queued++;
+				else
+					dups++;
+			}
+		}
+		queen_permit_release(n, exec_us, commit_us);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.commits, 1);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.segments, segments);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.items, queued);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.queued, queued);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.duplicates, dups);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.exec_us, exec_us);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.commit_us, commit_us);
+	}
+	else
+	{
+		queen_permit_release(0, 0, 0);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.bundle_failures, 1);
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.failed, frames);
+		/* the extension may have been dropped under us */
+		(void) queen_shard_check_extension(true);
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		QueenGroupOutcome outcome = QUEEN_GROUP_DONE;
+
+		if (!ok)
+			outcome = queen_extension_ready ? QUEEN_GROUP_FAILED : QUEEN_GROUP_UNAVAILABLE;
+		queen_shard_route(chosen[i], &bgs[i], outcome);
+		queen_group_reset(chosen[i]);
+	}
+
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(queen_bundle_cxt);
+	queen_shard_flush_answers();
+}
+
+/* Run one control request in its own transaction and answer it. */
+static void
+queen_shard_run_control(QueenControl *c)
+{
+	StringInfoData out;
+	volatile int status = 500;
+	MemoryContext old = MemoryContextSwitchTo(queen_bundle_cxt);
+
+	initStringInfo(&out);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		switch (c->op)
+		{
+			case QUEEN_CONTROL_HEALTH:
+				pgstat_report_activity(STATE_RUNNING, "queen: health");
+				queen_spi_connect();
+				if (SPI_execute("SELECT 1", true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+					elog(ERROR, "queen: health query returned nothing");
+				SPI_finish();
+				if (OidIsValid(get_extension_oid("queen", true)))
+				{
+					status = 200;
+					appendStringInfo(&out,
+									 "{\"status\":\"healthy\",\"database\":\"connected\",\"engine\":\"queen-postgres\",\"version\":\"%s\"}",
+									 "1.0");
+				}
+				else
+				{
+					status = 503;
+					appendStringInfoString(&out,
+										   "{\"status\":\"unhealthy\",\"database\":\"connected\",\"engine\":\"queen-postgres\",\"error\":\"extension queen is not installed\"}");
+				}
+				break;
+			case QUEEN_CONTROL_CONFIGURE:
+				pgstat_report_activity(STATE_RUNNING, "queen: configure");
+				status = queen_configure_queue(&c->tenant, c->arg, c->arglen, &out);
+				break;
+			case QUEEN_CONTROL_DELETE_QUEUE:
+				pgstat_report_activity(STATE_RUNNING, "queen: delete queue");
+				status = queen_delete_queue(&c->tenant, c->arg, &out);
+				break;
+			default:
+				status = 400;
+				appendStringInfoString(&out, "{\"error\":\"unknown control request\"}");
+				break;
+		}
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		char	   *message;
+
+		MemoryContextSwitchTo(queen_bundle_cxt);
+		message = queen_shard_recover("control request");
+		resetStringInfo(&out);
+		if (c->op == QUEEN_CONTROL_HEALTH)
+		{
+			status = 503;
+			appendStringInfoString(&out, "{\"status\":\"unhealthy\",\"database\":\"disconnected\",\"engine\":\"queen-postgres\",\"error\":");
+		}
+		else
+		{
+			status = 500;
+			appendStringInfoString(&out, "{\"error\":");
+		}
+		escape_json(&out, message);
+		appendStringInfoChar(&out, '}');
+	}
+	PG_END_TRY();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	pgstat_report_stat(false);
+
+	queen_answer_reply(c->listener, c->request, status, out.data, out.len);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(queen_bundle_cxt);
+}
+
+/* ----------------------------------------------------------------
+ *		Main loop
+ * ----------------------------------------------------------------
+ */
+
+/* Is some group ready to go (the experiment floor may hold small ones)? */
+static bool
+queen_shard_has_ready(TimestampTz now, long *hold_ms)
+{
+	dlist_iter	it;
+
+	*hold_ms = -1;
+	if (dlist_is_empty(&queen_ready))
+		return false;
+	if (queen_fusion_min_frames <= 0)
+		return true;
+	dlist_foreach(it, &queen_ready)
+	{
+		QueenShardGroup *g = dlist_container(QueenShardGroup, ready_node, it.cur);
+
+		if (g->nframes >= queen_fusion_min_frames ||
+			now - g->first_arrival >= QUEEN_MIN_FRAMES_WAIT_US || queen_shard_closing)
+			return true;
+	}
+	*hold_ms = 1;
+	return false;
+}
+
+/* Every listener gone (or never started): nothing more can arrive. */
+static bool
+queen_shard_listeners_gone(void)
+{
+	int			l;
+
+	for (l = 0; l < queen_broker->nlisteners; l++)
+		if (queen_worker_state(&queen_broker->listeners[l]) != QUEEN_WORKER_STOPPED)
+			return false;
+	return true;
+}
+
+/* No database yet: watch pg_database and come back connected once it exists. */
+static void
+queen_shard_probe_database(void)
+{
+	bool		logged = false;
+
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	queen_worker_set_state(queen_shard_slot, QUEEN_WORKER_WAITING);
+	for (;;)
+	{
+		bool		exists;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			proc_exit(0);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		exists = OidIsValid(get_database_oid(queen_database, true));
+		CommitTransactionCommand();
+		if (exists)
+		{
+			/* exit 1: the postmaster starts us again, and that start connects */
+			queen_shard_slot->connect_attempted = false;
+			ereport(LOG,
+					(errmsg("queen shard %d: database \"%s\" exists now; reconnecting",
+							queen_shard_index, queen_database)));
+			proc_exit(1);
+		}
+		if (!logged && queen_shard_index == 0)
+			ereport(LOG,
+					(errmsg("queen: database \"%s\" (queen.database) does not exist; the broker's shards are waiting for it",
+							queen_database)));
+		logged = true;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 2000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+void
+queen_shard_main(Datum arg)
+{
+	TimestampTz closing_since = 0;
+	TimestampTz last_sweep;
+	int			l;
+
+	queen_shard_index = DatumGetInt32(arg);
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	if (queen_broker == NULL || queen_shard_index < 0 ||
+		queen_shard_index >= queen_broker->nshards)
+	{
+		elog(LOG, "queen shard %d: no broker shared memory; exiting", queen_shard_index);
+		proc_exit(0);
+	}
+	queen_shard_slot = &queen_broker->shards[queen_shard_index];
+
+	/*
+	 * A restart starts our rings clean, before the new incarnation is
+	 * published: a listener that sees the new incarnation knows that
+	 * anything it sent before went to the previous process.
+	 */
+	for (l = 0; l < queen_broker->nlisteners; l++)
+	{
+		queen_ring_reset(queen_submit_ring(l, queen_shard_index));
+		queen_ring_reset(queen_verdict_ring(queen_shard_index, l));
+	}
+	queen_worker_attach(queen_shard_slot);
+
+	if (queen_shard_slot->connect_attempted)
+		queen_shard_probe_database();
+	queen_shard_slot->connect_attempted = true;
+	BackgroundWorkerInitializeConnection(queen_database, NULL, 0);
+	queen_shard_slot->connect_attempted = false;
+	pgstat_report_appname("queen shard");
+
+	queen_shard_cxt = AllocSetContextCreate(TopMemoryContext, "queen shard",
+											ALLOCSET_DEFAULT_SIZES);
+	queen_bundle_cxt = AllocSetContextCreate(TopMemoryContext, "queen bundle",
+											 ALLOCSET_DEFAULT_SIZES);
+	queen_groups_create();
+	for (l = 0; l < queen_broker->nlisteners; l++)
+	{
+		queen_ring_reader_init(&queen_readers[l], queen_submit_ring(l, queen_shard_index),
+							   queen_shard_cxt);
+		queen_ring_writer_init(&queen_writers[l], queen_verdict_ring(queen_shard_index, l));
+	}
+
+	if (queen_shard_index == 0)
+		queen_broker_log_config("shard");
+	(void) queen_shard_check_extension(true);
+	/* listeners may have been waiting for us */
+	for (l = 0; l < queen_broker->nlisteners; l++)
+		queen_worker_wake(&queen_broker->listeners[l]);
+
+	last_sweep = GetCurrentTimestamp();
+	for (;;)
+	{
+		TimestampTz now;
+		long		timeout = 1000;
+		long		hold_ms;
+		bool		worked = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			if (queen_shard_index == 0)
+			{
+				queen_permits_reconfigure();
+				queen_broker_log_config("shard (reloaded)");
+			}
+		}
+		if (ShutdownRequestPending && !queen_shard_closing)
+		{
+			queen_shard_closing = true;
+			closing_since = GetCurrentTimestamp();
+			queen_worker_set_state(queen_shard_slot, QUEEN_WORKER_CLOSING);
+		}
+
+		if (!queen_extension_ready)
+			(void) queen_shard_check_extension(false);
+
+		queen_shard_receive();
+
+		while (queen_controls != NIL)
+		{
+			QueenControl *c = (QueenControl *) linitial(queen_controls);
+
+			queen_controls = list_delete_first(queen_controls);
+			queen_shard_run_control(c);
+			pfree(c->arg);
+			pfree(c);
+			worked = true;
+		}
+
+		now = GetCurrentTimestamp();
+		if (queen_shard_has_ready(now, &hold_ms))
+		{
+			if (queen_permit_try_acquire(queen_shard_index))
+			{
+				queen_shard_run_bundle();
+				worked = true;
+			}
+			else
+				timeout = queen_fusion_hold_ms;
+		}
+		else if (hold_ms >= 0)
+			timeout = hold_ms;
+
+		queen_shard_flush_answers();
+		if (queen_shard_answers_pending())
+			timeout = Min(timeout, 10);
+
+		if (worked)
+			continue;
+
+		if (queen_shard_closing)
+		{
+			bool		idle = dlist_is_empty(&queen_ready) && !queen_shard_answers_pending();
+
+			if (idle && queen_shard_listeners_gone())
+				break;
+			if (TimestampDifferenceExceeds(closing_since, now, QUEEN_SHARD_SHUTDOWN_GRACE_MS))
+			{
+				ereport(LOG,
+						(errmsg("queen shard %d: listeners did not finish within %d ms; exiting",
+								queen_shard_index, QUEEN_SHARD_SHUTDOWN_GRACE_MS)));
+				break;
+			}
+			timeout = Min(timeout, 100);
+		}
+
+		if (TimestampDifferenceExceeds(last_sweep, now, 10000))
+		{
+			queen_groups_sweep(now);
+			last_sweep = now;
+		}
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+
+	queen_permit_cancel_wait(queen_shard_index);
+	proc_exit(0);
+}

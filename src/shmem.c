@@ -1,0 +1,274 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.c
+ *	  The broker's shared memory and worker registration.
+ *
+ * Everything here happens only when the library is in
+ * shared_preload_libraries: the SQL door never needs shared memory.  The
+ * size is fixed at postmaster start from queen.http_workers and
+ * queen.fusion_shards (both PGC_POSTMASTER), requested in
+ * shmem_request_hook (PostgreSQL 15 refuses it anywhere else) and laid out
+ * once in shmem_startup_hook under AddinShmemInitLock.  After a crash the
+ * postmaster reinitialises shared memory, so every ring and counter starts
+ * clean together with the restarted workers.
+ *
+ * Locking: worker slots are written by their own worker (state and
+ * incarnation are atomics others read); rings have their own spinlocks;
+ * the permit pool's controller state has a spinlock; counters are atomics.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "broker.h"
+
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+
+QueenBrokerShared *queen_broker = NULL;
+
+static shmem_request_hook_type queen_prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type queen_prev_shmem_startup_hook = NULL;
+
+/* Fixed at preload, since both settings are PGC_POSTMASTER. */
+static int	queen_layout_listeners = 0;
+static int	queen_layout_shards = 0;
+
+static Size
+queen_broker_shmem_size(void)
+{
+	Size		size = MAXALIGN(sizeof(QueenBrokerShared));
+	int			pairs = queen_layout_listeners * queen_layout_shards;
+
+	size = add_size(size, mul_size(pairs, queen_ring_shmem_size(QUEEN_SUBMIT_RING_BYTES)));
+	size = add_size(size, mul_size(pairs, queen_ring_shmem_size(QUEEN_VERDICT_RING_BYTES)));
+	return size;
+}
+
+static void
+queen_shmem_request(void)
+{
+	if (queen_prev_shmem_request_hook)
+		queen_prev_shmem_request_hook();
+	RequestAddinShmemSpace(queen_broker_shmem_size());
+}
+
+static void
+queen_shmem_startup(void)
+{
+	bool		found;
+	int			l,
+				s;
+
+	if (queen_prev_shmem_startup_hook)
+		queen_prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	queen_broker = ShmemInitStruct("queen broker", queen_broker_shmem_size(), &found);
+	if (!found)
+	{
+		char	   *base = (char *) queen_broker;
+		Size		off = MAXALIGN(sizeof(QueenBrokerShared));
+
+		memset(queen_broker, 0, sizeof(QueenBrokerShared));
+		queen_broker->nlisteners = queen_layout_listeners;
+		queen_broker->nshards = queen_layout_shards;
+		for (l = 0; l < QUEEN_MAX_LISTENERS; l++)
+		{
+			pg_atomic_init_u32(&queen_broker->listeners[l].state, QUEEN_WORKER_STOPPED);
+			pg_atomic_init_u32(&queen_broker->listeners[l].incarnation, 0);
+		}
+		for (s = 0; s < QUEEN_MAX_SHARDS; s++)
+		{
+			pg_atomic_init_u32(&queen_broker->shards[s].state, QUEEN_WORKER_STOPPED);
+			pg_atomic_init_u32(&queen_broker->shards[s].incarnation, 0);
+		}
+		for (l = 0; l < queen_layout_listeners; l++)
+			for (s = 0; s < queen_layout_shards; s++)
+			{
+				queen_broker->submit_off[l][s] = off;
+				queen_ring_init((QueenRing *) (base + off), QUEEN_SUBMIT_RING_BYTES);
+				off += queen_ring_shmem_size(QUEEN_SUBMIT_RING_BYTES);
+				queen_broker->verdict_off[s][l] = off;
+				queen_ring_init((QueenRing *) (base + off), QUEEN_VERDICT_RING_BYTES);
+				off += queen_ring_shmem_size(QUEEN_VERDICT_RING_BYTES);
+			}
+
+		pg_atomic_init_u64(&queen_broker->metrics.push_requests, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.push_messages, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.push_rejected, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.http_requests, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.commits, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.bundle_failures, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.segments, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.items, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.queued, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.duplicates, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.failed, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.exec_us, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.commit_us, 0);
+		pg_atomic_init_u64(&queen_broker->metrics.started_at, (uint64) GetCurrentTimestamp());
+		queen_permits_init(&queen_broker->permits);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+QueenRing *
+queen_submit_ring(int listener, int shard)
+{
+	return (QueenRing *) ((char *) queen_broker + queen_broker->submit_off[listener][shard]);
+}
+
+QueenRing *
+queen_verdict_ring(int shard, int listener)
+{
+	return (QueenRing *) ((char *) queen_broker + queen_broker->verdict_off[shard][listener]);
+}
+
+static void
+queen_worker_detach(int code, Datum arg)
+{
+	QueenWorkerSlot *slot = (QueenWorkerSlot *) DatumGetPointer(arg);
+
+	(void) code;
+	slot->latch = NULL;
+	slot->pid = 0;
+	pg_atomic_write_u32(&slot->state, QUEEN_WORKER_STOPPED);
+	pg_atomic_fetch_add_u32(&slot->incarnation, 1);
+}
+
+/* Claim a slot for this process; it is released when the process exits. */
+void
+queen_worker_attach(QueenWorkerSlot *slot)
+{
+	slot->pid = MyProcPid;
+	slot->latch = MyLatch;
+	pg_atomic_fetch_add_u32(&slot->incarnation, 1);
+	pg_write_barrier();
+	pg_atomic_write_u32(&slot->state, QUEEN_WORKER_STARTING);
+	on_shmem_exit(queen_worker_detach, PointerGetDatum(slot));
+}
+
+void
+queen_worker_set_state(QueenWorkerSlot *slot, QueenWorkerState state)
+{
+	pg_atomic_write_u32(&slot->state, (uint32) state);
+}
+
+QueenWorkerState
+queen_worker_state(QueenWorkerSlot *slot)
+{
+	return (QueenWorkerState) pg_atomic_read_u32(&slot->state);
+}
+
+void
+queen_worker_wake(QueenWorkerSlot *slot)
+{
+	Latch	   *latch = slot->latch;
+
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * Which shard owns (tenant, queue, partition): FNV-1a 64 over the tenant,
+ * the queue and the partition, as Queen's fusion keys shards (tenant
+ * included, so tenants never share segments).
+ */
+int
+queen_shard_of(const pg_uuid_t *tenant, const char *queue, Size qlen,
+			   const char *partition, Size plen, int nshards)
+{
+	uint64		h = UINT64CONST(0xcbf29ce484222325);
+	Size		i;
+
+	for (i = 0; i < UUID_LEN; i++)
+		h = (h ^ tenant->data[i]) * UINT64CONST(0x100000001b3);
+	for (i = 0; i < qlen; i++)
+		h = (h ^ (unsigned char) queue[i]) * UINT64CONST(0x100000001b3);
+	h = (h ^ 0x1f) * UINT64CONST(0x100000001b3);
+	for (i = 0; i < plen; i++)
+		h = (h ^ (unsigned char) partition[i]) * UINT64CONST(0x100000001b3);
+	return (int) (h % (uint64) nshards);
+}
+
+/* The effective configuration, once per worker start. */
+void
+queen_broker_log_config(const char *who)
+{
+	ereport(LOG,
+			(errmsg("queen %s: config: database=%s http=%s:%d http_workers=%d fusion_shards=%d "
+					"bundle_max=%d fusion_hold_ms=%d fusion_min_frames=%d fusion_frames=%d (inert) "
+					"zstd_level=%d max_body_bytes=%d http_idle_timeout_ms=%d "
+					"push_permits=%d/%d/%d (min/initial/max) dedup_cache_mb=%d",
+					who, queen_database, queen_http_listen_address, queen_http_port,
+					queen_http_workers, queen_fusion_shards, queen_bundle_max,
+					queen_fusion_hold_ms, queen_fusion_min_frames, queen_fusion_frames,
+					queen_zstd_level, queen_max_body_bytes, queen_http_idle_timeout_ms,
+					queen_push_permits_min, queen_push_permits_initial,
+					queen_push_permits_max, queen_dedup_cache_mb)));
+}
+
+static void
+queen_register_worker(const char *type, const char *function, int index)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	if (strcmp(function, "queen_shard_main") == 0)
+		worker.bgw_flags |= BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/* a worker that exits 1 comes back after this; it never crash-loops faster */
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "queen");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "queen %s %d", type, index);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "queen %s", type);
+	worker.bgw_main_arg = Int32GetDatum(index);
+	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * Called from _PG_init when preloaded: set up the hooks and register the
+ * listeners and shards.  queen.http_workers = 0 turns the broker off.
+ */
+void
+queen_broker_preload(void)
+{
+	int			needed;
+	int			i;
+
+	if (queen_http_workers <= 0)
+	{
+		ereport(LOG,
+				(errmsg("queen: HTTP broker disabled (queen.http_workers = 0)")));
+		return;
+	}
+
+	queen_layout_listeners = queen_http_workers;
+	queen_layout_shards = queen_fusion_shards;
+
+	queen_prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = queen_shmem_request;
+	queen_prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = queen_shmem_startup;
+
+	needed = queen_layout_listeners + queen_layout_shards;
+	if (needed > max_worker_processes)
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("queen: the HTTP broker needs %d background workers (queen.http_workers = %d, queen.fusion_shards = %d) but max_worker_processes is %d",
+						needed, queen_layout_listeners, queen_layout_shards,
+						max_worker_processes),
+				 errhint("Set max_worker_processes to at least %d plus what other extensions and parallel queries need, and restart.",
+						 needed)));
+
+	for (i = 0; i < queen_layout_shards; i++)
+		queen_register_worker("shard", "queen_shard_main", i);
+	for (i = 0; i < queen_layout_listeners; i++)
+		queen_register_worker("listener", "queen_listener_main", i);
+}

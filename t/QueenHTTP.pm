@@ -1,0 +1,172 @@
+# Helpers for the broker's TAP tests: a preloaded cluster with the HTTP
+# broker on a free port, a small HTTP client, raw socket exchanges and
+# polling with a deadline (background workers act asynchronously, so tests
+# wait for a state instead of sleeping and hoping).
+package QueenHTTP;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use HTTP::Tiny;
+use IO::Socket::INET;
+use IO::Select;
+use JSON::PP;
+use Time::HiRes qw(time sleep);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+our @EXPORT = qw(start_broker http_request http_json push_items wait_for
+  wait_healthy raw_exchange metric log_crashes broker_conf);
+
+my $json = JSON::PP->new->canonical;
+
+# Settings of the broker under test; extra lines may be added by the caller.
+sub broker_conf
+{
+	my (%opt) = @_;
+	my $port = $opt{http_port};
+	my $shards = $opt{shards} // 4;
+	my $db = $opt{database} // 'postgres';
+	return <<"CONF" . ($opt{extra} // '');
+shared_preload_libraries = 'queen'
+max_worker_processes = 32
+queen.database = '$db'
+queen.http_port = $port
+queen.http_listen_address = '127.0.0.1'
+queen.fusion_shards = $shards
+log_min_messages = log
+CONF
+}
+
+# A started cluster with the broker; the extension is created unless asked not to.
+sub start_broker
+{
+	my (%opt) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($opt{name} // 'broker');
+	$node->init(extra => [ '--encoding=UTF8', '--locale=C' ]);
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	$node->append_conf('postgresql.conf',
+		broker_conf(%opt, http_port => $port));
+	$node->start;
+	unless ($opt{no_extension})
+	{
+		my $db = $opt{database} // 'postgres';
+		$node->safe_psql($db, 'CREATE EXTENSION queen');
+		wait_healthy($port, 60) or die "broker did not become healthy";
+	}
+	return ($node, $port);
+}
+
+# (status, body, headers) of one request on a fresh connection.
+sub http_request
+{
+	my ($port, $method, $path, $body, $headers) = @_;
+	my $ua = HTTP::Tiny->new(timeout => 60, keep_alive => 0);
+	my %args = (headers => $headers // {});
+	if (defined $body)
+	{
+		$args{content} = $body;
+		$args{headers}{'Content-Type'} //= 'application/json';
+	}
+	my $r = $ua->request($method, "http://127.0.0.1:$port$path", \%args);
+	return ($r->{status}, $r->{content}, $r->{headers});
+}
+
+# (status, decoded JSON or undef)
+sub http_json
+{
+	my ($port, $method, $path, $data) = @_;
+	my $body = ref $data ? $json->encode($data) : $data;
+	my ($status, $content) = http_request($port, $method, $path, $body);
+	my $decoded = eval { $json->decode($content) };
+	return ($status, $decoded, $content);
+}
+
+# POST /api/v1/push with these items; returns (status, results arrayref)
+sub push_items
+{
+	my ($port, @items) = @_;
+	my ($status, $decoded) =
+	  http_json($port, 'POST', '/api/v1/push', { items => \@items });
+	return ($status, $decoded);
+}
+
+# Poll $check until it returns true or $timeout seconds pass.
+sub wait_for
+{
+	my ($check, $timeout) = @_;
+	my $deadline = time + ($timeout // 60);
+	while (time < $deadline)
+	{
+		return 1 if $check->();
+		sleep 0.05;
+	}
+	return $check->() ? 1 : 0;
+}
+
+sub wait_healthy
+{
+	my ($port, $timeout) = @_;
+	return wait_for(
+		sub {
+			my ($s) = http_request($port, 'GET', '/health');
+			return $s == 200;
+		},
+		$timeout);
+}
+
+# Send raw bytes, optionally close our side, and read until the server
+# closes or $timeout passes.  Returns what the server sent.
+sub raw_exchange
+{
+	my ($port, $bytes, %opt) = @_;
+	my $sock = IO::Socket::INET->new(
+		PeerAddr => '127.0.0.1',
+		PeerPort => $port,
+		Proto => 'tcp') or die "connect: $!";
+	$sock->autoflush(1);
+	print $sock $bytes if length $bytes;
+	shutdown($sock, 1) if $opt{half_close};
+	return '' if $opt{abort};
+	my $sel = IO::Select->new($sock);
+	my $out = '';
+	my $deadline = time + ($opt{timeout} // 10);
+	while (time < $deadline)
+	{
+		last unless $sel->can_read($deadline - time);
+		my $n = sysread($sock, my $buf, 65536);
+		last unless $n;
+		$out .= $buf;
+		last if $opt{until} && $out =~ $opt{until};
+	}
+	close $sock;
+	return $out;
+}
+
+# Value of one metric line (exact name with labels) from /metrics/prometheus.
+sub metric
+{
+	my ($port, $name) = @_;
+	my ($s, $body) = http_request($port, 'GET', '/metrics/prometheus');
+	return undef unless $s == 200;
+	for my $line (split /\n/, $body)
+	{
+		next if $line =~ /^#/;
+		my ($k, $v) = $line =~ /^(\S+)\s+(\S+)$/ or next;
+		return $v if $k eq $name;
+	}
+	return undef;
+}
+
+# Lines of the server log that show a worker crashing or exiting badly.
+sub log_crashes
+{
+	my ($node) = @_;
+	my $log = slurp_file($node->logfile);
+	return grep { /terminated by signal|exited with exit code [^01]|server process .* was terminated|PANIC/ }
+	  split /\n/, $log;
+}
+
+1;
