@@ -1053,7 +1053,8 @@ queen_listener_main(Datum arg)
 								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	for (s = 0; s < queen_broker->nshards; s++)
 	{
-		queen_ring_writer_init(&queen_submit[s], queen_submit_ring(queen_listener_index, s));
+		queen_ring_writer_init(&queen_submit[s], queen_submit_ring(queen_listener_index, s),
+							   queen_listener_cxt);
 		queen_ring_reader_init(&queen_verdicts[s], queen_verdict_ring(s, queen_listener_index),
 							   queen_listener_cxt);
 		queen_known_incarnation[s] = pg_atomic_read_u32(&queen_broker->shards[s].incarnation);

@@ -169,9 +169,10 @@ queen_ring_get(QueenRing *ring, uint32 epoch, char *dst, Size len,
  */
 
 void
-queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring)
+queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring, MemoryContext cxt)
 {
 	w->ring = ring;
+	w->cxt = cxt;
 	w->epoch = queen_ring_epoch(ring);
 	w->queue = NIL;
 	w->head_done = 0;
@@ -180,12 +181,17 @@ queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring)
 
 /*
  * Queue a message (its bytes after the length prefix).  The writer takes
- * ownership of msg; it is freed once written.
+ * ownership of msg, which must live in the writer's context or longer; it
+ * is freed once written.  The list is kept in the writer's context, not
+ * the caller's, since callers send from short-lived contexts.
  */
 void
 queen_ring_send(QueenRingWriter *w, StringInfo msg)
 {
+	MemoryContext old = MemoryContextSwitchTo(w->cxt);
+
 	w->queue = lappend(w->queue, msg);
+	MemoryContextSwitchTo(old);
 	w->queued_bytes += msg->len + 4;
 }
 

@@ -1,0 +1,191 @@
+# The broker's HTTP contract, case by case, over real HTTP against a
+# preloaded cluster: POST /api/v1/push (results, dedup, every 4xx), the
+# routes, /health before and after CREATE EXTENSION, /metrics/prometheus,
+# a reload with changed settings, and a lone push on an idle broker.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use QueenHTTP;
+
+my ($node, $port) = start_broker(
+	name => 'push',
+	no_extension => 1,
+	# a long backstop tick: a lone push must not wait for it
+	extra => "queen.fusion_hold_ms = 10000\n");
+
+# ---- before CREATE EXTENSION: the workers wait, /health says why -------------
+ok( wait_for(
+		sub {
+			my ($s, $b) = http_request($port, 'GET', '/health');
+			return $s == 503 && $b =~ /CREATE EXTENSION queen/;
+		}),
+	'/health is 503 and names the missing extension before CREATE EXTENSION');
+my ($status, $res) = push_items($port, { queue => 'early', payload => 1 });
+is($status, 503, 'a push before CREATE EXTENSION is 503');
+
+$node->safe_psql('postgres', 'CREATE EXTENSION queen');
+ok(wait_healthy($port, 60), '/health turns 200 once the extension exists');
+my ($hs, $hbody) = http_request($port, 'GET', '/health');
+like($hbody, qr/"status":"healthy","database":"connected"/, '/health body');
+
+sub count_rows
+{
+	return $node->safe_psql('postgres',
+		'SELECT (SELECT count(*) FROM queen.log_segments) || \'/\' || (SELECT count(*) FROM queen.log_txns) || \'/\' || (SELECT count(*) FROM queen.queues)');
+}
+
+# ---- a lone push on an idle broker -------------------------------------------
+my $t0 = time;
+($status, $res) = push_items($port, { queue => 'lone', payload => { n => 1 } });
+my $elapsed = time - $t0;
+is($status, 201, 'lone push answered 201');
+cmp_ok($elapsed, '<', 5,
+	'a lone push does not wait for queen.fusion_hold_ms (10 s here)');
+
+# ---- the result contract -------------------------------------------------------
+($status, $res) = push_items(
+	$port,
+	{ queue => 'orders', payload => { a => 1 } },
+	{ queue => 'orders', partition => 'p2', payload => [ 1, 2 ], transactionId => 'tx-1' },
+	{ queue => 'orders', payload => 'text', transactionId => 'tx-1' },
+	{ queue => 'orders', payload => undef });
+is($status, 201, 'push answers 201');
+is(scalar @$res, 4, 'one result per item');
+is_deeply([ map { $_->{index} } @$res ], [ 0, 1, 2, 3 ], 'results in request order');
+is_deeply([ sort keys %{ $res->[0] } ],
+	[ 'index', 'message_id', 'queueName', 'status', 'transaction_id' ],
+	'result keys are the wire contract');
+is($res->[0]{transaction_id}, $res->[0]{message_id},
+	'a missing transactionId defaults to the minted id');
+like($res->[0]{message_id}, qr/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+	'message ids are UUIDv7');
+is($res->[1]{transaction_id}, 'tx-1', 'client transactionId echoed');
+is($res->[2]{status}, 'queued',
+	'same transactionId on another partition is not a duplicate');
+is($res->[3]{status}, 'queued', 'a JSON null payload is a payload');
+
+# exact bytes are stored, whitespace and all
+my $raw = '{"items":[{"queue":"bytes","payload":{ "k" :  [1, 2]  ,"u":"\u00e9"},"transactionId":"b1"}]}';
+($status) = http_request($port, 'POST', '/api/v1/push', $raw);
+is($status, 201, 'raw body pushed');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT convert_from(f.payload, 'UTF8') FROM queen.log_segments s
+		  JOIN queen.log_partitions p ON p.id = s.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id,
+		  LATERAL queen.unpack_frames(s.blob) f
+		  WHERE q.name = 'bytes'}),
+	'{ "k" :  [1, 2]  ,"u":"\u00e9"}',
+	'the payload is stored byte for byte as sent');
+
+# ---- dedup inside a request and against stored data ---------------------------
+($status, $res) = push_items(
+	$port,
+	{ queue => 'dedup', payload => 1, transactionId => 'd-1' },
+	{ queue => 'dedup', payload => 2, transactionId => 'd-1' },
+	{ queue => 'dedup', payload => 3, transactionId => 'd-2' });
+is($res->[0]{status}, 'queued', 'first occurrence queued');
+is($res->[1]{status}, 'duplicate', 'repeat inside the request is a duplicate');
+is($res->[1]{message_id}, $res->[0]{message_id}, 'the repeat carries the first id');
+my $original = $res->[0]{message_id};
+
+($status, $res) = push_items(
+	$port,
+	{ queue => 'dedup', payload => 9, transactionId => 'd-1' },
+	{ queue => 'dedup', payload => 9, transactionId => 'd-1' },
+	{ queue => 'dedup', payload => 4, transactionId => 'd-3' });
+is($res->[0]{status}, 'duplicate', 'repeat of a stored transactionId is a duplicate');
+is($res->[0]{message_id}, $original, 'and reports the original message id');
+is($res->[1]{message_id}, $original, 'its in-request follower reports the original too');
+is($res->[2]{status}, 'queued', 'the rest of the request is stored');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM queen.read('dedup') WHERE transaction_id = 'd-1'"),
+	'1', 'one copy of d-1 stored');
+is($node->safe_psql('postgres', "SELECT count(*) FROM queen.read('dedup')"),
+	'3', 'd-1, d-2, d-3 stored once each');
+
+# original segment retained away: the zero UUID
+$node->safe_psql('postgres', q{
+	DELETE FROM queen.log_segments s USING queen.log_partitions p, queen.queues q
+	 WHERE p.id = s.partition_id AND q.id = p.queue_id AND q.name = 'dedup' AND s.base_offset = 0});
+($status, $res) = push_items($port, { queue => 'dedup', payload => 1, transactionId => 'd-1' });
+is($res->[0]{status}, 'duplicate', 'still a duplicate after the original segment is gone');
+is($res->[0]{message_id}, '00000000-0000-0000-0000-000000000000',
+	'with the zero UUID as its id');
+
+# ---- bad bodies: 400, nothing written -------------------------------------------
+my $before = count_rows();
+my @bad = (
+	[ 'not JSON', '{"items": [' ],
+	[ 'missing items', '{"things": []}' ],
+	[ 'items not an array', '{"items": {}}' ],
+	[ 'missing queue', '{"items":[{"queue":"ok","payload":1},{"payload":1}]}' ],
+	[ 'missing payload', '{"items":[{"queue":"ok"}]}' ],
+	[ 'control character in queue', '{"items":[{"queue":"a\u0001b","payload":1}]}' ],
+	[ 'control character in partition', '{"items":[{"queue":"a","partition":"p\u001f","payload":1}]}' ],
+	[ '\u0000 in a payload', '{"items":[{"queue":"a","payload":{"x":"a\u0000b"}}]}' ],
+	[ 'transactionId over 65535 bytes',
+		'{"items":[{"queue":"a","payload":1,"transactionId":"' . ('x' x 65536) . '"}]}' ],
+	[ 'queue name over 255 bytes', '{"items":[{"queue":"' . ('q' x 256) . '","payload":1}]}' ],
+);
+for my $case (@bad)
+{
+	my ($name, $body) = @$case;
+	my ($s, $b) = http_request($port, 'POST', '/api/v1/push', $body);
+	is($s, 400, "400 for $name");
+	like($b, qr/^\{"error":"bad body: /, "error body for $name");
+}
+is(count_rows(), $before, 'rejected bodies wrote nothing');
+
+($status, my $body) = http_request($port, 'POST', '/api/v1/push', '{"items":[]}');
+is($status, 201, 'empty items is 201');
+is($body, '[]', 'empty items answers []');
+
+# ---- routes -----------------------------------------------------------------------
+($status) = http_request($port, 'GET', '/api/v1/nowhere');
+is($status, 404, 'unknown route is 404');
+($status) = http_request($port, 'GET', '/api/v1/push');
+is($status, 405, 'GET on the push route is 405');
+($status) = http_request($port, 'POST', '/health', '{}');
+is($status, 405, 'POST on /health is 405');
+($status, $body) = http_request($port, 'GET', '/status');
+is($status, 200, '/status answers without the database');
+
+# ---- reload: changed settings take effect ------------------------------------------
+$node->append_conf('postgresql.conf', "queen.max_body_bytes = 2048\nqueen.bundle_max = 4\n");
+$node->reload;
+my $big = '{"items":[{"queue":"big","payload":"' . ('z' x 4096) . '"}]}';
+ok( wait_for(
+		sub {
+			my ($s) = http_request($port, 'POST', '/api/v1/push', $big);
+			return $s == 413;
+		}),
+	'after SIGHUP a body over the new queen.max_body_bytes is 413');
+($status) = http_request($port, 'POST', '/api/v1/push',
+	'{"items":[{"queue":"small","payload":1}]}');
+is($status, 201, 'a small body still passes after the reload');
+ok( wait_for(sub { slurp_file($node->logfile) =~ /config:.*bundle_max=4.*\(reloaded\)|\(reloaded\): config:.*bundle_max=4/ }),
+	'the workers log the reloaded configuration');
+is($node->safe_psql('postgres', "SELECT count(*) FROM queen.read('big')"),
+	'0', 'the 413 body wrote nothing');
+
+# ---- metrics ---------------------------------------------------------------------
+($status, $body) = http_request($port, 'GET', '/metrics/prometheus');
+is($status, 200, '/metrics/prometheus answers');
+for my $family (qw(queen_batch_items_fired_total queen_batches_fired_total
+	queen_fusion_items_per_batch queen_process_push_requests_total
+	queen_process_push_messages_total queen_push_permits_limit
+	queen_push_permits_inflight queen_bundles_committed_total))
+{
+	like($body, qr/^$family(\{[^}]*\})? \d/m, "metric $family present");
+}
+cmp_ok(metric($port, 'queen_batch_items_fired_total{op="push"}'), '>=', 8,
+	'items fired counts the stored messages');
+
+is_deeply([ log_crashes($node) ], [], 'no worker crashed');
+$node->stop;
+done_testing();
