@@ -865,6 +865,22 @@ queen_shard_listeners_gone(void)
 	return true;
 }
 
+/* Is the whole broker stopping (listeners closing too), or only this shard? */
+static bool
+queen_shard_broker_stopping(void)
+{
+	int			l;
+
+	for (l = 0; l < queen_broker->nlisteners; l++)
+	{
+		QueenWorkerState st = queen_worker_state(&queen_broker->listeners[l]);
+
+		if (st != QUEEN_WORKER_STOPPED && st != QUEEN_WORKER_CLOSING)
+			return false;
+	}
+	return true;
+}
+
 /* No database yet: watch pg_database and come back connected once it exists. */
 static void
 queen_shard_probe_database(void)
@@ -1038,6 +1054,22 @@ queen_shard_main(Datum arg)
 
 			if (idle && queen_shard_listeners_gone())
 				break;
+
+			/*
+			 * SIGTERM for this shard alone (pg_terminate_backend): what it
+			 * held is answered; exit 1 so the postmaster starts it again,
+			 * where exit 0 would unregister it for good.  The listeners
+			 * get the same signal at a cluster shutdown, so give them a
+			 * moment to show it before deciding.
+			 */
+			if (idle && !queen_shard_broker_stopping() &&
+				TimestampDifferenceExceeds(closing_since, now, 500))
+			{
+				ereport(LOG,
+						(errmsg("queen shard %d: terminated while the broker runs; restarting",
+								queen_shard_index)));
+				proc_exit(1);
+			}
 			if (TimestampDifferenceExceeds(closing_since, now, QUEEN_SHARD_SHUTDOWN_GRACE_MS))
 			{
 				ereport(LOG,
