@@ -43,8 +43,12 @@
  */
 #include "broker.h"
 
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
-#include "commands/dbcommands.h"
+#include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -881,6 +885,32 @@ queen_shard_broker_stopping(void)
 	return true;
 }
 
+/*
+ * Does queen.database exist?  Read with a plain heap scan of pg_database,
+ * as the autovacuum launcher does: a process connected to no database can
+ * read that shared catalog but not the relcache entries an index scan needs.
+ */
+static bool
+queen_database_exists(void)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (!found && (tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tuple);
+
+		found = strcmp(NameStr(db->datname), queen_database) == 0;
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
 /* No database yet: watch pg_database and come back connected once it exists. */
 static void
 queen_shard_probe_database(void)
@@ -903,7 +933,7 @@ queen_shard_probe_database(void)
 		}
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
-		exists = OidIsValid(get_database_oid(queen_database, true));
+		exists = queen_database_exists();
 		CommitTransactionCommand();
 		if (exists)
 		{
