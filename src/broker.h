@@ -156,6 +156,7 @@ typedef struct QueenMetrics
 
 /* The push permit pool and its adaptive limit (permits.c). */
 #define QUEEN_PERMIT_SLOTS		60
+#define QUEEN_PERMIT_BUCKETS	6	/* bundles of 1, 2-3, 4-7, 8-15, 16-31, 32+ segments */
 
 typedef struct QueenPermitPool
 {
@@ -167,7 +168,7 @@ typedef struct QueenPermitPool
 	double		limit_f;
 	double		naive_limit_f;	/* the textbook law on the same samples */
 	int64		slot_second[QUEEN_PERMIT_SLOTS];
-	double		slot_min_cost[QUEEN_PERMIT_SLOTS];	/* us per segment, pre-commit */
+	double		slot_min_cost[QUEEN_PERMIT_SLOTS][QUEEN_PERMIT_BUCKETS];	/* us before COMMIT */
 	double		slot_min_rtt[QUEEN_PERMIT_SLOTS];	/* us per bundle, whole */
 	uint64		grows;
 	uint64		shrinks;

@@ -12,15 +12,18 @@
  * when it is at most alpha, shrink when it is at least beta, step
  * max(ln limit, 1), act only while the limit binds), with one change that
  * matters on a WAL-bound path: the sample is the bundle's service time
- * BEFORE its COMMIT, per segment, not the whole round trip.  The commit's
- * wait for the WAL flush is group commit doing its job: with more bundles
- * in flight each waits for the flush of the others, so the whole round
- * trip rises while throughput rises too.  Vegas reads that rise as
- * queueing and walks the limit down to its minimum, where it stays (the
- * failure Queen's broker had; reference section 7.1).  The pre-commit time
- * rises only when bundles really compete: for CPU, for locks, for I/O of
- * the statements themselves.  Dividing by the segment count keeps a bundle
- * that grew under load from looking like a slow one.
+ * BEFORE its COMMIT, not the whole round trip.  The commit's wait for the
+ * WAL flush is group commit doing its job: with more bundles in flight
+ * each waits for the flush of the others, so the whole round trip rises
+ * while throughput rises too.  Vegas reads that rise as queueing and walks
+ * the limit down until limit * (1 - base/rtt) falls under beta, about
+ * beta itself when the flush dominates, however much the database could
+ * take (the failure of Queen's broker; reference section 7.1).  The
+ * pre-commit time rises only when bundles really compete: for CPU, for
+ * locks, for I/O of the statements themselves.  Bundles grow under load
+ * and a bigger bundle takes longer for no fault of contention, so the base
+ * a sample is compared with is the fastest recent bundle of about the same
+ * size (power-of-two buckets of the segment count).
  *
  * The textbook law runs beside ours on the same samples and is exported as
  * queen_push_permits_naive_limit, so the difference can be seen on a live
@@ -58,8 +61,11 @@ queen_permits_init(QueenPermitPool *pool)
 	pool->naive_limit_f = initial;
 	for (i = 0; i < QUEEN_PERMIT_SLOTS; i++)
 	{
+		int			b;
+
 		pool->slot_second[i] = -1;
-		pool->slot_min_cost[i] = 0;
+		for (b = 0; b < QUEEN_PERMIT_BUCKETS; b++)
+			pool->slot_min_cost[i][b] = 0;
 		pool->slot_min_rtt[i] = 0;
 	}
 	pool->grows = pool->shrinks = 0;
@@ -114,9 +120,26 @@ queen_permit_wake_waiters(QueenPermitPool *pool)
 			queen_worker_wake(&queen_broker->shards[s]);
 }
 
-/* Windowed minimum over the one-second slots of the last minute. */
+static int
+queen_permit_bucket(int nsegments)
+{
+	int			b = 0;
+
+	while (nsegments > 1 && b < QUEEN_PERMIT_BUCKETS - 1)
+	{
+		nsegments >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/*
+ * Windowed minimum over the one-second slots of the last minute: of the
+ * pre-commit time in one size bucket (bucket >= 0), or of the whole round
+ * trip (bucket < 0, the textbook law).  0 when there is no sample yet.
+ */
 static double
-queen_permit_base(QueenPermitPool *pool, int64 second, bool rtt)
+queen_permit_base(QueenPermitPool *pool, int64 second, int bucket)
 {
 	double		base = 0;
 	int			i;
@@ -127,8 +150,8 @@ queen_permit_base(QueenPermitPool *pool, int64 second, bool rtt)
 
 		if (pool->slot_second[i] < 0 || second - pool->slot_second[i] >= QUEEN_PERMIT_SLOTS)
 			continue;
-		v = rtt ? pool->slot_min_rtt[i] : pool->slot_min_cost[i];
-		if (base == 0 || v < base)
+		v = bucket < 0 ? pool->slot_min_rtt[i] : pool->slot_min_cost[i][bucket];
+		if (v > 0 && (base == 0 || v < base))
 			base = v;
 	}
 	return base;
@@ -171,28 +194,31 @@ queen_permit_release(int nsegments, int64 exec_us, int64 commit_us)
 	{
 		int64		second = GetCurrentTimestamp() / USECS_PER_SEC;
 		int			slot = (int) (second % QUEEN_PERMIT_SLOTS);
-		double		cost = (double) Max(exec_us, 1) / nsegments;
+		int			bucket = queen_permit_bucket(nsegments);
+		double		cost = (double) Max(exec_us, 1);
 		double		rtt = (double) Max(exec_us + commit_us, 1);
 
 		SpinLockAcquire(&pool->mutex);
 		if (pool->slot_second[slot] != second)
 		{
+			int			b;
+
 			pool->slot_second[slot] = second;
-			pool->slot_min_cost[slot] = cost;
+			for (b = 0; b < QUEEN_PERMIT_BUCKETS; b++)
+				pool->slot_min_cost[slot][b] = 0;
 			pool->slot_min_rtt[slot] = rtt;
 		}
 		else
-		{
-			pool->slot_min_cost[slot] = Min(pool->slot_min_cost[slot], cost);
 			pool->slot_min_rtt[slot] = Min(pool->slot_min_rtt[slot], rtt);
-		}
+		if (pool->slot_min_cost[slot][bucket] == 0 || cost < pool->slot_min_cost[slot][bucket])
+			pool->slot_min_cost[slot][bucket] = cost;
 
 		{
 			double		before = pool->limit_f;
 			bool		binding = inflight + 1 >= (uint32) pool->limit_f;
 
 			pool->last_queue = queen_vegas_step(&pool->limit_f,
-												queen_permit_base(pool, second, false),
+												queen_permit_base(pool, second, bucket),
 												cost, binding);
 			if (pool->limit_f > before)
 				pool->grows++;
@@ -200,7 +226,7 @@ queen_permit_release(int nsegments, int64 exec_us, int64 commit_us)
 				pool->shrinks++;
 			binding = inflight + 1 >= (uint32) pool->naive_limit_f;
 			(void) queen_vegas_step(&pool->naive_limit_f,
-									queen_permit_base(pool, second, true),
+									queen_permit_base(pool, second, -1),
 									rtt, binding);
 		}
 		pg_atomic_write_u32(&pool->limit, (uint32) pool->limit_f);
