@@ -47,7 +47,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -155,6 +157,7 @@ typedef struct QueenHttpConn
 	dlist_node	timer_node;		/* srv->idle or srv->linger */
 	QueenHttpTimer timer;
 	int64		timer_base;		/* last activity, or when lingering began */
+	int			outq_seen;		/* kernel send queue at the last idle check */
 	dlist_node	ready_node;		/* srv->ready */
 	bool		ready;
 	http_parser parser;
@@ -446,6 +449,7 @@ queen_http_conn_open(QueenHttpServer *srv, int fd)
 	conn->srv = srv;
 	conn->mcxt = cxt;
 	conn->fd = fd;
+	conn->outq_seen = -1;
 	http_parser_init(&conn->parser, HTTP_REQUEST);
 	conn->parser.data = conn;
 
@@ -659,6 +663,7 @@ queen_http_flush(QueenHttpConn *conn)
 		if (n > 0)
 		{
 			conn->out.off += n;
+			conn->outq_seen = -1;
 			queen_http_touch(conn);
 			continue;
 		}
@@ -1478,6 +1483,28 @@ queen_http_reconfigure(QueenHttpServer *srv, const QueenHttpConfig *cfg)
 		cfg->max_connections : INT_MAX;
 }
 
+/*
+ * A slow reader with a large response may take longer than the idle
+ * timeout to free enough socket buffer for us to write again, while bytes
+ * do flow.  Before timing out a connection with output pending, ask the
+ * kernel whether its send queue shrank since we last looked.  (A reader
+ * that is stalled completely is thus closed after two idle periods.)
+ */
+static bool
+queen_http_kernel_progress(QueenHttpConn *conn)
+{
+	int			outq;
+	bool		progress;
+
+	if (queen_http_buf_pending(&conn->out) == 0)
+		return false;
+	if (ioctl(conn->fd, SIOCOUTQ, &outq) < 0)
+		return false;
+	progress = (conn->outq_seen < 0 || outq < conn->outq_seen);
+	conn->outq_seen = outq;
+	return progress;
+}
+
 static void
 queen_http_sweep(QueenHttpServer *srv)
 {
@@ -1491,6 +1518,11 @@ queen_http_sweep(QueenHttpServer *srv)
 
 		if (conn->timer_base + srv->idle_timeout_us > now)
 			break;
+		if (queen_http_kernel_progress(conn))
+		{
+			queen_http_touch(conn);
+			continue;
+		}
 		queen_http_conn_close(conn);
 	}
 	while (!dlist_is_empty(&srv->linger))

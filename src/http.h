@@ -15,7 +15,11 @@
  *
  * The handler must not raise ERROR, and must not call queen_http_destroy();
  * it may call queen_http_respond() for any request and
- * queen_http_stop_accepting().
+ * queen_http_stop_accepting().  queen_http_destroy() frees every request,
+ * answered or not, so nothing may be answered after it.
+ *
+ * After answering outside a poll, call queen_http_poll() again soon:
+ * queen_http_next_timeout_ms() returns 0 while pipelined requests wait.
  *
  *-------------------------------------------------------------------------
  */
