@@ -29,6 +29,17 @@
 #define QUEEN_MAX_LISTENERS		16
 #define QUEEN_MAX_SHARDS		64
 
+/*
+ * Highest queen.max_body_bytes.  Frames take up to about 2.5 times the
+ * JSON they come from (a minted transactionId per item), and one push's
+ * frames travel as one message that must stay under PostgreSQL's 1 GB
+ * allocation limit.
+ */
+#define QUEEN_MAX_BODY_LIMIT	(256 * 1024 * 1024)
+
+/* A shard stops taking submissions while it holds this much unflushed. */
+#define QUEEN_SHARD_BACKLOG_BYTES	((Size) 256 * 1024 * 1024)
+
 /* Ring sizes: what may be in transit while the consumer is busy. */
 #define QUEEN_SUBMIT_RING_BYTES	(1024 * 1024)
 #define QUEEN_VERDICT_RING_BYTES (256 * 1024)

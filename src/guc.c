@@ -200,7 +200,7 @@ queen_define_gucs(void)
 							"Largest HTTP request body the broker accepts; larger ones get 413.",
 							NULL,
 							&queen_max_body_bytes,
-							64 * 1024 * 1024, 1024, 512 * 1024 * 1024,
+							64 * 1024 * 1024, 1024, QUEEN_MAX_BODY_LIMIT,
 							PGC_SIGHUP,
 							GUC_UNIT_BYTE,
 							NULL, NULL, NULL);

@@ -135,6 +135,7 @@ static bool queen_extension_ready = false;
 static bool queen_extension_known = false;
 static TimestampTz queen_extension_checked = 0;
 static bool queen_shard_closing = false;
+static Size queen_backlog_bytes = 0;	/* frames accumulated, not yet flushed */
 
 /* ----------------------------------------------------------------
  *		Group table
@@ -220,6 +221,7 @@ queen_group_lookup(const pg_uuid_t *tenant, const char *queue, uint16 qlen,
 static void
 queen_group_reset(QueenShardGroup *g)
 {
+	queen_backlog_bytes -= Min(queen_backlog_bytes, (Size) g->packed.len);
 	if (g->packed.maxlen > 1024 * 1024)
 	{
 		MemoryContext old = MemoryContextSwitchTo(queen_shard_cxt);
@@ -418,6 +420,7 @@ queen_shard_take_push(int listener, StringInfo raw)
 	g->contrib[g->ncontrib].count = (int) nframes;
 	g->ncontrib++;
 	appendBinaryStringInfo(&g->packed, frames, (int) frames_len);
+	queen_backlog_bytes += frames_len;
 	g->last_arrival = GetCurrentTimestamp();
 	if (g->nframes == 0)
 		g->first_arrival = g->last_arrival;
@@ -474,7 +477,12 @@ queen_shard_receive(void)
 		StringInfo	msg;
 		bool		reset;
 
-		while ((msg = queen_ring_receive(&queen_readers[l], &reset)) != NULL)
+		/*
+		 * Past the backlog bound the rings are left to fill: the listeners
+		 * hold what does not fit, and no buffer here nears the 1 GB limit.
+		 */
+		while (queen_backlog_bytes < QUEEN_SHARD_BACKLOG_BYTES &&
+			   (msg = queen_ring_receive(&queen_readers[l], &reset)) != NULL)
 		{
 			uint8		type = msg->len > 0 ? (uint8) msg->data[0] : 0;
 
