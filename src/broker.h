@@ -209,6 +209,7 @@ extern QueenBrokerShared *queen_broker;
 extern void queen_broker_preload(void);
 extern QueenRing *queen_submit_ring(int listener, int shard);
 extern QueenRing *queen_verdict_ring(int shard, int listener);
+extern QueenWorkerSlot *queen_worker_begin(bool shard, int index);
 extern void queen_worker_attach(QueenWorkerSlot *slot);
 extern void queen_worker_set_state(QueenWorkerSlot *slot, QueenWorkerState state);
 extern QueenWorkerState queen_worker_state(QueenWorkerSlot *slot);

@@ -22,6 +22,103 @@
  */
 #include "queen.h"
 
+/* ----------------------------------------------------------------
+ *		Layer 1 and grouping, before a bundle
+ * ----------------------------------------------------------------
+ */
+
+static const QueenItemKey *queen_sort_keys;	/* what the comparators look at */
+
+static int
+queen_cmp_target(int a, int b)
+{
+	int			c = strcmp(queen_sort_keys[a].queue, queen_sort_keys[b].queue);
+
+	if (c == 0)
+		c = strcmp(queen_sort_keys[a].partition, queen_sort_keys[b].partition);
+	return c;
+}
+
+/* (queue, partition, transactionId, index): runs are layer-1 duplicates. */
+static int
+queen_cmp_identity(const void *pa, const void *pb)
+{
+	int			a = *(const int *) pa;
+	int			b = *(const int *) pb;
+	int			c = queen_cmp_target(a, b);
+
+	if (c == 0)
+		c = strcmp(queen_sort_keys[a].txn, queen_sort_keys[b].txn);
+	if (c == 0)
+		c = (a > b) - (a < b);
+	return c;
+}
+
+/*
+ * Layer-1 dedup and grouping of one request's items, for both doors.
+ * Sorting item indexes on (queue, partition, transactionId, index) makes
+ * runs: equal identities are a leader and its followers (leader[i], or -1
+ * for a leader), equal (queue, partition) a group.  Returns the number of
+ * groups; members[g] lists group g's leaders in item order, nmembers[g]
+ * how many.  Sorting rather than hashing needs no table sizing.
+ */
+int
+queen_group_items(const QueenItemKey *keys, int n, int *leader,
+				  int ***members, int **nmembers)
+{
+	int		   *order = palloc(sizeof(int) * Max(n, 1));
+	int		   *group_of = palloc(sizeof(int) * Max(n, 1));
+	int			ngroups = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		order[i] = i;
+		leader[i] = -1;
+	}
+	queen_sort_keys = keys;
+	qsort(order, n, sizeof(int), queen_cmp_identity);
+	for (i = 0; i < n; i++)
+	{
+		if (i > 0 && queen_cmp_target(order[i - 1], order[i]) == 0)
+		{
+			if (strcmp(keys[order[i - 1]].txn, keys[order[i]].txn) == 0)
+				leader[order[i]] = leader[order[i - 1]] >= 0 ?
+					leader[order[i - 1]] : order[i - 1];
+		}
+		else
+			ngroups++;
+		group_of[order[i]] = ngroups - 1;
+	}
+
+	*members = palloc(sizeof(int *) * Max(ngroups, 1));
+	*nmembers = palloc0(sizeof(int) * Max(ngroups, 1));
+	for (i = 0; i < n; i++)
+		if (leader[i] < 0)
+			(*nmembers)[group_of[i]]++;
+	for (i = 0; i < ngroups; i++)
+	{
+		(*members)[i] = palloc(sizeof(int) * Max((*nmembers)[i], 1));
+		(*nmembers)[i] = 0;
+	}
+	/* item order within each group: the order the frames are stored in */
+	for (i = 0; i < n; i++)
+		if (leader[i] < 0)
+		{
+			int			g = group_of[i];
+
+			(*members)[g][(*nmembers)[g]++] = i;
+		}
+	pfree(order);
+	pfree(group_of);
+	return ngroups;
+}
+
+/* ----------------------------------------------------------------
+ *		The bundle
+ * ----------------------------------------------------------------
+ */
+
 /* The group whose frames the comparator orders. */
 static QueenBundleGroup *queen_sort_group;
 

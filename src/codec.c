@@ -426,7 +426,7 @@ queen_uuid_format(const pg_uuid_t *uuid, char *out)
 	*p = '\0';
 }
 
-static int
+int
 queen_hex_value(char c)
 {
 	if (c >= '0' && c <= '9')

@@ -195,36 +195,6 @@ queen_register(QueenPendingKind kind, QueenHttpRequest *http, QueenPushRequest *
  * ----------------------------------------------------------------
  */
 
-static QueenPushRequest *queen_sort_req;
-
-static int
-queen_cmp_target(const QueenPushRequest *r, int a, int b)
-{
-	const QueenHttpItem *x = &r->items[a];
-	const QueenHttpItem *y = &r->items[b];
-	int			c;
-
-	c = strcmp(x->queue, y->queue);
-	if (c == 0)
-		c = strcmp(x->partition, y->partition);
-	return c;
-}
-
-/* (queue, partition, transactionId, index): runs are layer-1 duplicates. */
-static int
-queen_cmp_identity(const void *pa, const void *pb)
-{
-	int			a = *(const int *) pa;
-	int			b = *(const int *) pb;
-	int			c = queen_cmp_target(queen_sort_req, a, b);
-
-	if (c == 0)
-		c = strcmp(queen_sort_req->txns[a], queen_sort_req->txns[b]);
-	if (c == 0)
-		c = (a > b) - (a < b);
-	return c;
-}
-
 static void
 queen_push_render(QueenPending *p)
 {
@@ -287,9 +257,10 @@ queen_handle_push(QueenHttpRequest *req)
 	QueenPushRequest *r;
 	const char *problem;
 	pg_uuid_t	tenant;
-	int		   *order;
-	int			i,
-				j;
+	QueenItemKey *keys;
+	int		  **members;
+	int		   *nmembers;
+	int			i;
 	uint64		id;
 	QueenPending *p;
 	MemoryContext old;
@@ -334,54 +305,22 @@ queen_handle_push(QueenHttpRequest *req)
 			r->txns[i] = palloc(UUID_LEN * 2 + 5);
 			queen_uuid_format(&r->ids[i], r->txns[i]);
 		}
-		r->leader[i] = -1;
 	}
 
-	/* Layer 1: the first occurrence of (queue, partition, txn) leads. */
-	order = palloc(sizeof(int) * r->nitems);
+	/* Layer 1 and groups, as the SQL door does them (bundle.c). */
+	keys = palloc(sizeof(QueenItemKey) * r->nitems);
 	for (i = 0; i < r->nitems; i++)
-		order[i] = i;
-	queen_sort_req = r;
-	qsort(order, r->nitems, sizeof(int), queen_cmp_identity);
-	for (i = 1; i < r->nitems; i++)
 	{
-		int			prev = order[i - 1];
-		int			cur = order[i];
-
-		if (queen_cmp_target(r, prev, cur) == 0 && strcmp(r->txns[prev], r->txns[cur]) == 0)
-			r->leader[cur] = r->leader[prev] >= 0 ? r->leader[prev] : prev;
+		keys[i].queue = r->items[i].queue;
+		keys[i].partition = r->items[i].partition;
+		keys[i].txn = r->txns[i];
 	}
-
-	/* Groups: runs of equal (queue, partition); leaders in item order. */
-	r->groups = palloc0(sizeof(QueenReqGroup) * r->nitems);
-	for (i = 0; i < r->nitems; i = j)
+	r->ngroups = queen_group_items(keys, r->nitems, r->leader, &members, &nmembers);
+	r->groups = palloc0(sizeof(QueenReqGroup) * r->ngroups);
+	for (i = 0; i < r->ngroups; i++)
 	{
-		QueenReqGroup *g = &r->groups[r->ngroups];
-		int			k;
-		int			n = 0;
-
-		for (j = i + 1; j < r->nitems && queen_cmp_target(r, order[i], order[j]) == 0; j++)
-			;
-		g->items = palloc(sizeof(int) * (j - i));
-		/* order is (target, txn, index): collect leaders, then sort by index */
-		for (k = i; k < j; k++)
-			if (r->leader[order[k]] < 0)
-				g->items[n++] = order[k];
-		for (k = 1; k < n; k++)
-		{
-			int			v = g->items[k];
-			int			m = k - 1;
-
-			/* insertion sort is fine: groups arrive nearly sorted by index */
-			while (m >= 0 && g->items[m] > v)
-			{
-				g->items[m + 1] = g->items[m];
-				m--;
-			}
-			g->items[m + 1] = v;
-		}
-		g->nitems = n;
-		r->ngroups++;
+		r->groups[i].items = members[i];
+		r->groups[i].nitems = nmembers[i];
 	}
 	MemoryContextSwitchTo(old);
 
@@ -573,18 +512,32 @@ queen_pick_shard(void)
 	return -1;
 }
 
+/* The first shard that is not serving, or -1 when all are. */
+static int
+queen_unready_shard(void)
+{
+	int			s;
+
+	for (s = 0; s < queen_broker->nshards; s++)
+		if (!queen_shard_ready(s))
+			return s;
+	return -1;
+}
+
 static void
 queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, Size arglen)
 {
 	int			shard = queen_pick_shard();
+	int			unready = queen_unready_shard();
 	pg_uuid_t	tenant;
 	StringInfo	msg;
 	uint64		id;
 	QueenPending *p;
 
-	if (shard < 0)
+	/* healthy means every partition can be pushed to, so every shard serves */
+	if (shard < 0 || (op == QUEEN_CONTROL_HEALTH && unready >= 0))
 	{
-		const char *why = queen_shard_unavailable_message(0);
+		const char *why = queen_shard_unavailable_message(unready >= 0 ? unready : 0);
 
 		if (op == QUEEN_CONTROL_HEALTH)
 		{
@@ -619,18 +572,6 @@ queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, 
 	queen_send_to_shard(shard, msg);
 }
 
-static int
-queen_hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* %XX decoding of one path segment; NULL if malformed. */
 static char *
 queen_percent_decode(const char *s, Size *len)
@@ -649,8 +590,8 @@ queen_percent_decode(const char *s, Size *len)
 
 			if (i + 2 >= n)
 				return NULL;
-			hi = queen_hex_digit(s[i + 1]);
-			lo = queen_hex_digit(s[i + 2]);
+			hi = queen_hex_value(s[i + 1]);
+			lo = queen_hex_value(s[i + 2]);
 			if (hi < 0 || lo < 0)
 				return NULL;
 			out[o++] = (char) (hi * 16 + lo);
@@ -1013,26 +954,9 @@ queen_listener_main(Datum arg)
 	int			s;
 
 	queen_listener_index = DatumGetInt32(arg);
-
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	BackgroundWorkerUnblockSignals();
-
-	if (queen_broker == NULL || queen_listener_index < 0 ||
-		queen_listener_index >= queen_broker->nlisteners)
-	{
-		elog(LOG, "queen listener %d: no broker shared memory; exiting", queen_listener_index);
+	queen_listener_slot = queen_worker_begin(false, queen_listener_index);
+	if (queen_listener_slot == NULL)
 		proc_exit(0);
-	}
-	queen_listener_slot = &queen_broker->listeners[queen_listener_index];
-
-	/* our rings start clean before the new incarnation is published */
-	for (s = 0; s < queen_broker->nshards; s++)
-	{
-		queen_ring_reset(queen_submit_ring(queen_listener_index, s));
-		queen_ring_reset(queen_verdict_ring(s, queen_listener_index));
-	}
-	queen_worker_attach(queen_listener_slot);
 
 	/*
 	 * No database connection here, so no database encoding either.  Bodies

@@ -55,49 +55,6 @@ typedef struct QueenPushItem
 	pg_uuid_t	partition_id;	/* for duplicates: where the original lives */
 } QueenPushItem;
 
-/* ----------------------------------------------------------------
- *		Ordering helpers (sort-based grouping: no hash tables to size)
- * ----------------------------------------------------------------
- */
-
-static QueenPushItem *queen_sort_items;	/* the array qsort comparators look at */
-
-static int
-queen_cmp_target(const void *a, const void *b)
-{
-	const QueenPushItem *x = &queen_sort_items[*(const int *) a];
-	const QueenPushItem *y = &queen_sort_items[*(const int *) b];
-	int			c;
-
-	c = strcmp(x->queue, y->queue);
-	if (c == 0)
-		c = strcmp(x->partition, y->partition);
-	return c;
-}
-
-static int
-queen_cmp_index(const void *a, const void *b)
-{
-	int			x = *(const int *) a;
-	int			y = *(const int *) b;
-
-	return (x > y) - (x < y);
-}
-
-/* (queue, partition, transactionId, index): runs are layer-1 duplicates. */
-static int
-queen_cmp_identity(const void *a, const void *b)
-{
-	int			c = queen_cmp_target(a, b);
-
-	if (c == 0)
-		c = strcmp(queen_sort_items[*(const int *) a].txn,
-				   queen_sort_items[*(const int *) b].txn);
-	if (c == 0)
-		c = queen_cmp_index(a, b);
-	return c;
-}
-
 /*
  * Check one name of an item.  The label naming the item is only built for
  * an error, not for every item of every push.
@@ -144,12 +101,13 @@ static void
 queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 					  bool from_array)
 {
-	int		   *order;
+	QueenItemKey *keys;
+	int		   *leader;
 	QueenBundleGroup *groups;
 	int		  **group_items;
-	int			ngroups = 0;
-	int			i,
-				j;
+	int		   *nmembers;
+	int			ngroups;
+	int			i;
 
 	if (n == 0)
 		return;
@@ -174,50 +132,37 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 		item->created_known = false;
 	}
 
-	/* Layer 1: the first occurrence of (queue, partition, txn) leads. */
-	order = palloc(sizeof(int) * n);
-	for (i = 0; i < n; i++)
-		order[i] = i;
-	queen_sort_items = items;
-	qsort(order, n, sizeof(int), queen_cmp_identity);
-	for (i = 1; i < n; i++)
-	{
-		QueenPushItem *prev = &items[order[i - 1]];
-		QueenPushItem *cur = &items[order[i]];
-
-		if (strcmp(prev->queue, cur->queue) == 0 &&
-			strcmp(prev->partition, cur->partition) == 0 &&
-			strcmp(prev->txn, cur->txn) == 0)
-			cur->leader = prev->leader >= 0 ? prev->leader : order[i - 1];
-	}
-
 	/*
-	 * Groups: runs of equal (queue, partition) in that order; each leader
-	 * becomes one frame of its group, in item order.  Layer 2, the rounds
-	 * and the originals' ids are the bundle engine's (bundle.c).
+	 * Layer 1 and groups (bundle.c): the first occurrence of (queue,
+	 * partition, txn) leads; each group's leaders become its frames, in
+	 * item order.  Layer 2, the rounds and the originals' ids are the
+	 * bundle engine's.
 	 */
-	groups = palloc0(sizeof(QueenBundleGroup) * n);
-	group_items = palloc(sizeof(int *) * n);
-	for (i = 0; i < n; i = j)
+	keys = palloc(sizeof(QueenItemKey) * n);
+	leader = palloc(sizeof(int) * n);
+	for (i = 0; i < n; i++)
 	{
-		QueenBundleGroup *g = &groups[ngroups];
-		int		   *members;
-		int			nmembers = 0;
+		keys[i].queue = items[i].queue;
+		keys[i].partition = items[i].partition;
+		keys[i].txn = items[i].txn;
+	}
+	ngroups = queen_group_items(keys, n, leader, &group_items, &nmembers);
+	for (i = 0; i < n; i++)
+		items[i].leader = leader[i];
+
+	groups = palloc0(sizeof(QueenBundleGroup) * ngroups);
+	for (i = 0; i < ngroups; i++)
+	{
+		QueenBundleGroup *g = &groups[i];
+		int		   *members = group_items[i];
+		int			nmembers_g = nmembers[i];
 		int			k;
 		StringInfoData packed;
 		Size		pos = 0;
 
-		for (j = i + 1; j < n && queen_cmp_target(&order[i], &order[j]) == 0; j++)
-			;
-		members = palloc(sizeof(int) * (j - i));
-		for (k = i; k < j; k++)
-			if (items[order[k]].leader < 0)
-				members[nmembers++] = order[k];
-		qsort(members, nmembers, sizeof(int), queen_cmp_index);
-
 		initStringInfo(&packed);
-		g->frames = palloc(sizeof(QueenBundleFrame) * nmembers);
-		for (k = 0; k < nmembers; k++)
+		g->frames = palloc(sizeof(QueenBundleFrame) * nmembers_g);
+		for (k = 0; k < nmembers_g; k++)
 		{
 			QueenPushItem *item = &items[members[k]];
 			QueenFrame	frame;
@@ -232,10 +177,11 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 			g->frames[k].packed_len = (uint32) queen_frame_size(&frame);
 		}
 		/* pointers into packed only once it has stopped growing */
-		for (k = 0; k < nmembers; k++)
+		for (k = 0; k < nmembers_g; k++)
 		{
 			QueenPushItem *item = &items[members[k]];
 			QueenBundleFrame *f = &g->frames[k];
+
 			f->packed = packed.data + pos;
 			pos += f->packed_len;
 			memcpy(f->hash, item->hash, QUEEN_HASH_LEN);
@@ -244,9 +190,7 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 		g->queue = items[members[0]].queue;
 		g->partition = items[members[0]].partition;
 		g->tenant = *tenant;
-		g->nframes = nmembers;
-		group_items[ngroups] = members;
-		ngroups++;
+		g->nframes = nmembers_g;
 	}
 
 	queen_bundle_push(groups, ngroups);

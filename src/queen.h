@@ -85,6 +85,7 @@ extern void queen_txn_hash(const char *txn, size_t len, uint8 *out);
 extern void queen_uuid_v7(pg_uuid_t *out);
 extern void queen_uuid_format(const pg_uuid_t *uuid, char *out);
 extern bool queen_uuid_parse(const char *text, pg_uuid_t *out);
+extern int	queen_hex_value(char c);
 
 /* ----------------------------------------------------------------
  *		Input validation (validate.c)
@@ -194,6 +195,17 @@ typedef struct QueenBundleGroup
 } QueenBundleGroup;
 
 extern void queen_bundle_push(QueenBundleGroup *groups, int ngroups);
+
+/* What identifies an item of a push request for layer-1 dedup. */
+typedef struct QueenItemKey
+{
+	const char *queue;
+	const char *partition;
+	const char *txn;
+} QueenItemKey;
+
+extern int	queen_group_items(const QueenItemKey *keys, int n, int *leader,
+							  int ***members, int **nmembers);
 
 /* ----------------------------------------------------------------
  *		The dedup cache (dedup_cache.c)

@@ -419,43 +419,50 @@ queen_msg_get(QueenMsgReader *r, Size len)
 	return p;
 }
 
+/* Copy len bytes into dst, or zeros once the message ran short. */
+static void
+queen_msg_copy(QueenMsgReader *r, void *dst, Size len)
+{
+	const char *p = queen_msg_get(r, len);
+
+	if (p)
+		memcpy(dst, p, len);
+	else
+		memset(dst, 0, len);
+}
+
 uint8
 queen_msg_get_u8(QueenMsgReader *r)
 {
-	const char *p = queen_msg_get(r, 1);
+	uint8		v;
 
-	return p ? (uint8) *p : 0;
+	queen_msg_copy(r, &v, sizeof(v));
+	return v;
 }
 
 uint16
 queen_msg_get_u16(QueenMsgReader *r)
 {
-	const char *p = queen_msg_get(r, 2);
-	uint16		v = 0;
+	uint16		v;
 
-	if (p)
-		memcpy(&v, p, 2);
+	queen_msg_copy(r, &v, sizeof(v));
 	return v;
 }
 
 uint32
 queen_msg_get_u32(QueenMsgReader *r)
 {
-	const char *p = queen_msg_get(r, 4);
-	uint32		v = 0;
+	uint32		v;
 
-	if (p)
-		memcpy(&v, p, 4);
+	queen_msg_copy(r, &v, sizeof(v));
 	return v;
 }
 
 uint64
 queen_msg_get_u64(QueenMsgReader *r)
 {
-	const char *p = queen_msg_get(r, 8);
-	uint64		v = 0;
+	uint64		v;
 
-	if (p)
-		memcpy(&v, p, 8);
+	queen_msg_copy(r, &v, sizeof(v));
 	return v;
 }

@@ -971,30 +971,9 @@ queen_shard_main(Datum arg)
 	int			l;
 
 	queen_shard_index = DatumGetInt32(arg);
-
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	BackgroundWorkerUnblockSignals();
-
-	if (queen_broker == NULL || queen_shard_index < 0 ||
-		queen_shard_index >= queen_broker->nshards)
-	{
-		elog(LOG, "queen shard %d: no broker shared memory; exiting", queen_shard_index);
+	queen_shard_slot = queen_worker_begin(true, queen_shard_index);
+	if (queen_shard_slot == NULL)
 		proc_exit(0);
-	}
-	queen_shard_slot = &queen_broker->shards[queen_shard_index];
-
-	/*
-	 * A restart starts our rings clean, before the new incarnation is
-	 * published: a listener that sees the new incarnation knows that
-	 * anything it sent before went to the previous process.
-	 */
-	for (l = 0; l < queen_broker->nlisteners; l++)
-	{
-		queen_ring_reset(queen_submit_ring(l, queen_shard_index));
-		queen_ring_reset(queen_verdict_ring(queen_shard_index, l));
-	}
-	queen_worker_attach(queen_shard_slot);
 
 	if (queen_shard_slot->connect_attempted)
 		queen_shard_probe_database();

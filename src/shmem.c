@@ -22,6 +22,7 @@
 
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
@@ -138,6 +139,43 @@ queen_worker_detach(int code, Datum arg)
 	slot->pid = 0;
 	pg_atomic_write_u32(&slot->state, QUEEN_WORKER_STOPPED);
 	pg_atomic_fetch_add_u32(&slot->incarnation, 1);
+}
+
+/*
+ * The first steps of every broker worker: signal handlers that let a flush
+ * in progress finish (SIGTERM only sets a flag), a check that shared memory
+ * is there, clean rings, and the slot.  A restart resets the rings this
+ * worker is one end of before it publishes its new incarnation, so a peer
+ * that sees the new incarnation knows that anything it sent before went to
+ * the previous process.  Returns NULL (after logging) if there is no slot.
+ */
+QueenWorkerSlot *
+queen_worker_begin(bool shard, int index)
+{
+	QueenWorkerSlot *slot;
+	int			i;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+
+	if (queen_broker == NULL || index < 0 ||
+		index >= (shard ? queen_broker->nshards : queen_broker->nlisteners))
+	{
+		elog(LOG, "queen %s %d: no broker shared memory for it", shard ? "shard" : "listener", index);
+		return NULL;
+	}
+	slot = shard ? &queen_broker->shards[index] : &queen_broker->listeners[index];
+	for (i = 0; i < (shard ? queen_broker->nlisteners : queen_broker->nshards); i++)
+	{
+		int			l = shard ? i : index;
+		int			s = shard ? index : i;
+
+		queen_ring_reset(queen_submit_ring(l, s));
+		queen_ring_reset(queen_verdict_ring(s, l));
+	}
+	queen_worker_attach(slot);
+	return slot;
 }
 
 /* Claim a slot for this process; it is released when the process exits. */
