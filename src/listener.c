@@ -949,6 +949,7 @@ queen_listener_main(Datum arg)
 {
 	WaitEventSet *set;
 	HASHCTL		ctl;
+	MemoryContext scratch;
 	TimestampTz closing_since = 0;
 	TimestampTz last_summary;
 	int			s;
@@ -993,6 +994,16 @@ queen_listener_main(Datum arg)
 	AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(set, WL_SOCKET_READABLE, queen_http_epoll_fd(queen_http), NULL, NULL);
+
+	/*
+	 * Whatever must outlive a request lives in an explicit context (the
+	 * request's, the rings', the pending table's); everything else made
+	 * during one turn of the loop (error texts, lists) goes here and is
+	 * freed at the end of the turn.
+	 */
+	scratch = AllocSetContextCreate(queen_listener_cxt, "queen listener scratch",
+									ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(scratch);
 
 	last_summary = GetCurrentTimestamp();
 	for (;;)
@@ -1063,6 +1074,7 @@ queen_listener_main(Datum arg)
 		if (backlog || queen_listener_closing)
 			timeout = Min(timeout, 10);
 
+		MemoryContextReset(scratch);
 		(void) WaitEventSetWait(set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
