@@ -10,8 +10,10 @@
  * (docs/ARCHITECTURE.md, "The allocator"):
  *
  *	1. validate every segment (names, msg_count, 16-byte stride, blob);
- *	2. one existence count; only when something is missing, the two
- *	   provisioning INSERTs, each ordered on its unique key;
+ *	2. when every partition's id is cached in this process, one pre-lock
+ *	   by primary key that locks all rows or none (and then 3 is done);
+ *	   otherwise one existence count and, only when something is missing,
+ *	   the two provisioning INSERTs, each ordered on its unique key;
  *	3. one set-based pre-lock of every partition row, ascending id;
  *	4. one bundle timestamp, taken after the locks;
  *	5. per segment in ascending partition id order: the dedup probe under the
@@ -37,8 +39,11 @@
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+
+#include <xxhash.h>
 
 /* First four bytes of every zstd frame (little-endian 0xFD2FB528). */
 static const uint8 queen_zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
@@ -91,6 +96,25 @@ static const char *const sql_prelock =
 " ORDER BY p.id"
 "   FOR UPDATE OF p";
 
+/*
+ * The pre-lock of a bundle whose partition ids are all known (the pid cache
+ * below): primary key lookups instead of the name joins, and no existence
+ * count.  The one-time filter locks nothing unless every id is visible: a
+ * stale id (a partition deleted since it was cached) then returns no rows
+ * and holds no row lock, so the caller can fall back to the name path and
+ * provision without holding any lock.  The same id twice also fails the
+ * filter (count(*) counts rows, not ids), and the name path reports it.
+ */
+static const char *const sql_prelock_ids =
+"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at"
+"  FROM unnest($1::uuid[]) WITH ORDINALITY AS u(pid, ord)"
+"  JOIN queen.log_partitions p ON p.id = u.pid"
+"  JOIN queen.queues q ON q.id = p.queue_id"
+" WHERE (SELECT count(*) FROM queen.log_partitions x WHERE x.id = ANY ($1))"
+"       = cardinality($1)"
+" ORDER BY p.id"
+"   FOR UPDATE OF p";
+
 static const char *const sql_lock_one =
 "SELECT p.last_offset, p.txns_start, q.dedup_window_seconds, p.created_at"
 "  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
@@ -98,20 +122,21 @@ static const char *const sql_lock_one =
 "   FOR UPDATE OF p";
 
 /*
- * Candidate hash rows for a probe above $2: the rows starting above it,
- * newest first along the primary key, then the one row that may straddle
- * it.  created_at is monotone in offset order (stamped under the row lock),
- * so the reader stops at the first row older than the window: it visits the
- * window's rows above $2 and no others.
+ * Candidate hash rows for a probe above $2: from the row that may straddle
+ * it (the greatest base_offset <= $2) upwards, newest first along the
+ * primary key.  created_at is monotone in offset order (stamped under the
+ * row lock), so the reader stops at the first row older than the window:
+ * it visits the window's rows above $2 and no others.  One range on the
+ * primary key, not a UNION of two, so the plan is one backward index scan
+ * the cursor can stop early (the UNION was planned as a bitmap scan and a
+ * sort of the whole partition).
  */
 static const char *const sql_probe =
-"(SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
-"  WHERE partition_id = $1 AND base_offset > $2"
-"  ORDER BY base_offset DESC)"
-" UNION ALL "
-"(SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
-"  WHERE partition_id = $1 AND base_offset <= $2"
-"  ORDER BY base_offset DESC LIMIT 1)";
+"SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
+" WHERE partition_id = $1"
+"   AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_txns"
+"                                 WHERE partition_id = $1 AND base_offset <= $2), $2 + 1)"
+" ORDER BY base_offset DESC";
 
 /*
  * The allocator and the two inserts, as one statement (one executor start
@@ -121,7 +146,10 @@ static const char *const sql_probe =
  * in RETURNING is read after the row lock is held: the path without a
  * pre-lock ($3 NULL) stamps created_at with it.  A row the UPDATE does not
  * find (deleted under an un-prelocked push) gets no inserts and is reported
- * missing by the caller, which then raises.
+ * missing by the caller, which then raises.  One unnest carries every
+ * per-segment array and RETURNING hands the blobs to the inserts, so the
+ * inserts read the CTE alone instead of joining it with an unnest of
+ * their own (two function scans and two hash joins less per bundle).
  */
 static const char *const sql_write =
 "WITH a AS ("
@@ -131,18 +159,16 @@ static const char *const sql_write =
 "         oldest_txn_at = COALESCE(p.oldest_txn_at, clock_timestamp()),"
 "         last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > interval '1 second'"
 "                              THEN clock_timestamp() ELSE p.last_write_at END"
-"    FROM unnest($1::uuid[], $2::int8[]) AS u(pid, n)"
+"    FROM unnest($1::uuid[], $2::int8[], $4::bytea[], $5::bytea[]) AS u(pid, n, b, h)"
 "   WHERE p.id = u.pid"
 "  RETURNING p.id, p.last_offset - u.n + 1 AS base, p.last_offset AS last,"
-"            COALESCE($3, clock_timestamp()) AS stamp),"
+"            COALESCE($3, clock_timestamp()) AS stamp, u.b, u.h),"
 " s AS ("
 "  INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)"
-"  SELECT a.id, a.base, a.last, a.stamp, x.b"
-"    FROM a JOIN unnest($1::uuid[], $4::bytea[]) AS x(pid, b) ON x.pid = a.id),"
+"  SELECT id, base, last, stamp, b FROM a),"
 " t AS ("
 "  INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
-"  SELECT a.id, a.base, a.last, a.stamp, x.h"
-"    FROM a JOIN unnest($1::uuid[], $5::bytea[]) AS x(pid, h) ON x.pid = a.id)"
+"  SELECT id, base, last, stamp, h FROM a)"
 "SELECT id, base, stamp FROM a";
 
 /* Backward step to the greatest base <= off, kept only if it covers off. */
@@ -159,6 +185,7 @@ typedef enum QueenPlanId
 	PLAN_PROVISION_QUEUES,
 	PLAN_PROVISION_PARTITIONS,
 	PLAN_PRELOCK,
+	PLAN_PRELOCK_IDS,
 	PLAN_LOCK_ONE,
 	PLAN_PROBE,
 	PLAN_WRITE,
@@ -194,6 +221,11 @@ queen_plan(QueenPlanId id)
 			argtypes[1] = TEXTARRAYOID;
 			argtypes[2] = UUIDARRAYOID;
 			nargs = NAME_ARGS;
+			break;
+		case PLAN_PRELOCK_IDS:
+			sql = sql_prelock_ids;
+			argtypes[0] = UUIDARRAYOID;
+			nargs = 1;
 			break;
 		case PLAN_LOCK_ONE:
 			sql = sql_lock_one;
@@ -347,6 +379,148 @@ queen_partition_missing(const pg_uuid_t *pid)
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
 			 errmsg("partition %s does not exist",
 					DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(pid))))));
+}
+
+/* ----------------------------------------------------------------
+ *		The partition id cache
+ *
+ * Resolving (tenant, queue, partition) names costs an existence count and
+ * a pre-lock that joins on the names, with text comparisons in
+ * log_partitions' unique index; in the steady state every partition of a
+ * bundle exists and its id never changes.  So each process remembers the
+ * ids its name pre-locks returned and, when every segment of a bundle has
+ * one, pre-locks by primary key instead (sql_prelock_ids).
+ *
+ * An entry is only a hint: the pre-lock by id proves that the row exists
+ * while it takes the lock, and ids are never reused (gen_random_uuid) nor
+ * moved to another name (nothing updates log_partitions.name, queue_id or
+ * queues.name/tenant_id).  A stale entry (the partition was deleted, or its
+ * creating transaction rolled back) makes the pre-lock return no rows and
+ * the bundle takes the name path, which provisions and refreshes the entry.
+ * ----------------------------------------------------------------
+ */
+
+/* Past this many entries the cache starts over (about 100 bytes each). */
+#define QUEEN_PID_CACHE_MAX		65536
+
+typedef struct QueenPidKey
+{
+	uint8		digest[16];		/* XXH3-128 of tenant, queue, 0x1F, partition */
+} QueenPidKey;
+
+typedef struct QueenPidEntry
+{
+	QueenPidKey key;			/* first: dynahash compares it */
+	pg_uuid_t	pid;
+	char	   *ident;			/* the hashed bytes, so a collision is a miss */
+	Size		ident_len;
+} QueenPidEntry;
+
+static MemoryContext queen_pid_cxt = NULL;
+static HTAB *queen_pid_cache = NULL;
+
+/*
+ * The identity bytes of a segment's partition: tenant, queue, 0x1F,
+ * partition.  Names cannot contain 0x1F (validated), so this is unambiguous.
+ */
+static char *
+queen_pid_ident(const QueenSegment *seg, Size *len)
+{
+	Size		qlen = strlen(seg->queue);
+	Size		plen = strlen(seg->partition);
+	char	   *buf = palloc(UUID_LEN + qlen + 1 + plen);
+
+	memcpy(buf, seg->tenant.data, UUID_LEN);
+	memcpy(buf + UUID_LEN, seg->queue, qlen);
+	buf[UUID_LEN + qlen] = 0x1F;
+	memcpy(buf + UUID_LEN + qlen + 1, seg->partition, plen);
+	*len = UUID_LEN + qlen + 1 + plen;
+	return buf;
+}
+
+static void
+queen_pid_key(const char *ident, Size len, QueenPidKey *key)
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, XXH3_128bits(ident, len));
+	memcpy(key->digest, c.digest, sizeof(key->digest));
+}
+
+static void
+queen_pid_cache_reset(void)
+{
+	HASHCTL		ctl;
+
+	if (queen_pid_cxt == NULL)
+		queen_pid_cxt = AllocSetContextCreate(TopMemoryContext, "queen pid cache",
+											  ALLOCSET_DEFAULT_SIZES);
+	else
+		MemoryContextReset(queen_pid_cxt);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(QueenPidKey);
+	ctl.entrysize = sizeof(QueenPidEntry);
+	ctl.hcxt = queen_pid_cxt;
+	queen_pid_cache = hash_create("queen pid cache", 1024, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/* The cached id of a segment's partition, or false. */
+static bool
+queen_pid_cache_get(const char *ident, Size len, const QueenPidKey *key,
+					pg_uuid_t *pid)
+{
+	QueenPidEntry *e;
+
+	if (queen_pid_cache == NULL)
+		return false;
+	e = hash_search(queen_pid_cache, key, HASH_FIND, NULL);
+	if (e == NULL || e->ident_len != len || memcmp(e->ident, ident, len) != 0)
+		return false;
+	*pid = e->pid;
+	return true;
+}
+
+static void
+queen_pid_cache_put(const char *ident, Size len, const QueenPidKey *key,
+					const pg_uuid_t *pid)
+{
+	QueenPidEntry *e;
+	bool		found;
+
+	if (queen_pid_cache == NULL ||
+		hash_get_num_entries(queen_pid_cache) >= QUEEN_PID_CACHE_MAX)
+		queen_pid_cache_reset();
+	e = hash_search(queen_pid_cache, key, HASH_ENTER, &found);
+	if (found && e->ident_len == len && memcmp(e->ident, ident, len) == 0)
+	{
+		e->pid = *pid;
+		return;
+	}
+	if (found)
+		pfree(e->ident);
+	/* fill the entry before it can be seen half-made (palloc may raise) */
+	e->ident = NULL;
+	e->ident_len = 0;
+	e->pid = *pid;
+	e->ident = MemoryContextAlloc(queen_pid_cxt, len);
+	memcpy(e->ident, ident, len);
+	e->ident_len = len;
+}
+
+static void
+queen_pid_cache_forget(const QueenPidKey *key)
+{
+	QueenPidEntry *e;
+
+	if (queen_pid_cache == NULL)
+		return;
+	e = hash_search(queen_pid_cache, key, HASH_FIND, NULL);
+	if (e == NULL)
+		return;
+	if (e->ident != NULL)
+		pfree(e->ident);
+	hash_search(queen_pid_cache, key, HASH_REMOVE, NULL);
 }
 
 /* ----------------------------------------------------------------
@@ -758,10 +932,12 @@ void
 queen_push_bundle(QueenSegment *segs, int nsegs)
 {
 	MemoryContext out_cxt = CurrentMemoryContext;
-	Datum	   *qnames;
-	Datum	   *pnames;
-	Datum	   *tenants;
-	Datum		values[NAME_ARGS];
+	char	  **idents;
+	Size	   *ident_lens;
+	QueenPidKey *keys;
+	Datum	   *pids;
+	bool		all_cached;
+	bool		by_id = false;
 	QueenTarget *targets;
 	QueenTarget **ordered;
 	bool	   *resolved;
@@ -780,34 +956,87 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 
 	queen_spi_connect();
 
-	qnames = palloc(sizeof(Datum) * nsegs);
-	pnames = palloc(sizeof(Datum) * nsegs);
-	tenants = palloc(sizeof(Datum) * nsegs);
+	/*
+	 * Steady state: every partition's id is cached, one pre-lock by primary
+	 * key.  Its one-time filter either locks every row or none, so a bundle
+	 * that comes back empty holds no lock of that statement and the name
+	 * path below may still provision before locking, as it always does.
+	 */
+	idents = palloc(sizeof(char *) * nsegs);
+	ident_lens = palloc(sizeof(Size) * nsegs);
+	keys = palloc(sizeof(QueenPidKey) * nsegs);
+	pids = palloc(sizeof(Datum) * nsegs);
+	all_cached = true;
 	for (i = 0; i < nsegs; i++)
 	{
-		qnames[i] = CStringGetTextDatum(segs[i].queue);
-		pnames[i] = CStringGetTextDatum(segs[i].partition);
-		tenants[i] = UUIDPGetDatum(&segs[i].tenant);
-	}
-	values[0] = queen_array_datum(qnames, nsegs, TEXTOID);
-	values[1] = queen_array_datum(pnames, nsegs, TEXTOID);
-	values[2] = queen_array_datum(tenants, nsegs, UUIDOID);
+		pg_uuid_t  *pid = palloc(sizeof(pg_uuid_t));
 
-	/* Provisioning skip: the steady state pays one index probe per segment. */
-	queen_exec(PLAN_COUNT_MISSING, values, SPI_OK_SELECT);
-	if (queen_get_int32(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) > 0)
+		idents[i] = queen_pid_ident(&segs[i], &ident_lens[i]);
+		queen_pid_key(idents[i], ident_lens[i], &keys[i]);
+		if (all_cached && queen_pid_cache_get(idents[i], ident_lens[i], &keys[i], pid))
+			pids[i] = UUIDPGetDatum(pid);
+		else
+			all_cached = false;
+	}
+	if (all_cached)
 	{
-		queen_exec(PLAN_PROVISION_QUEUES, values, SPI_OK_INSERT);
-		queen_exec(PLAN_PROVISION_PARTITIONS, values, SPI_OK_INSERT);
+		Datum		idarray = queen_array_datum(pids, nsegs, UUIDOID);
+
+		queen_exec(PLAN_PRELOCK_IDS, &idarray, SPI_OK_SELECT);
+		if (SPI_processed > 0 && SPI_processed != (uint64) nsegs)
+		{
+			/*
+			 * Every id was there when the statement started, but some row
+			 * was deleted before we could lock it, so we hold some locks
+			 * and must not provision now.  The name pre-lock fails the same
+			 * way in the same race.  The next push resolves by name.
+			 */
+			for (i = 0; i < nsegs; i++)
+				queen_pid_cache_forget(&keys[i]);
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("resolved %llu of %d segments to partitions",
+							(unsigned long long) SPI_processed, nsegs),
+					 errdetail("A partition of the bundle was deleted while the bundle was being locked.")));
+		}
+		by_id = SPI_processed > 0;
+		if (!by_id)
+			SPI_freetuptable(SPI_tuptable);
 	}
 
-	queen_exec(PLAN_PRELOCK, values, SPI_OK_SELECT);
-	if (SPI_processed != (uint64) nsegs)
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("resolved %llu of %d segments to partitions",
-						(unsigned long long) SPI_processed, nsegs),
-				 errdetail("Every segment must name a queue and partition that exist or can be created.")));
+	if (!by_id)
+	{
+		Datum	   *qnames = palloc(sizeof(Datum) * nsegs);
+		Datum	   *pnames = palloc(sizeof(Datum) * nsegs);
+		Datum	   *tenants = palloc(sizeof(Datum) * nsegs);
+		Datum		values[NAME_ARGS];
+
+		for (i = 0; i < nsegs; i++)
+		{
+			qnames[i] = CStringGetTextDatum(segs[i].queue);
+			pnames[i] = CStringGetTextDatum(segs[i].partition);
+			tenants[i] = UUIDPGetDatum(&segs[i].tenant);
+		}
+		values[0] = queen_array_datum(qnames, nsegs, TEXTOID);
+		values[1] = queen_array_datum(pnames, nsegs, TEXTOID);
+		values[2] = queen_array_datum(tenants, nsegs, UUIDOID);
+
+		/* Provisioning skip: one index probe per segment when all exist. */
+		queen_exec(PLAN_COUNT_MISSING, values, SPI_OK_SELECT);
+		if (queen_get_int32(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) > 0)
+		{
+			queen_exec(PLAN_PROVISION_QUEUES, values, SPI_OK_INSERT);
+			queen_exec(PLAN_PROVISION_PARTITIONS, values, SPI_OK_INSERT);
+		}
+
+		queen_exec(PLAN_PRELOCK, values, SPI_OK_SELECT);
+		if (SPI_processed != (uint64) nsegs)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("resolved %llu of %d segments to partitions",
+							(unsigned long long) SPI_processed, nsegs),
+					 errdetail("Every segment must name a queue and partition that exist or can be created.")));
+	}
 
 	/* The statement already returned rows in ascending partition id. */
 	targets = palloc(sizeof(QueenTarget) * nsegs);
@@ -831,6 +1060,9 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 		t->txns_start = queen_get_int64(tuple, desc, 5);
 		t->generation = queen_get_timestamptz(tuple, desc, 6);
 		ordered[r] = t;
+		if (!by_id)
+			queen_pid_cache_put(idents[ord - 1], ident_lens[ord - 1],
+								&keys[ord - 1], &t->pid);
 
 		if (r > 0 && queen_uuid_cmp(&ordered[r - 1]->pid, &t->pid) == 0)
 			ereport(ERROR,

@@ -1,0 +1,33 @@
+-- The allocator's partition id cache (src/alloc.c): a process that resolved a
+-- partition by name pre-locks it by id next time.  An id that went stale (the
+-- queue was deleted, or the push that created the partition rolled back)
+-- must send the bundle back to the name path, which provisions again.
+
+-- first push resolves by name, the second by cached id
+SELECT status, log_offset FROM queen.push('{"items":[{"queue":"pc1","partition":"a","payload":1},{"queue":"pc2","partition":"b","payload":2}]}');
+SELECT status, log_offset FROM queen.push('{"items":[{"queue":"pc1","partition":"a","payload":1},{"queue":"pc2","partition":"b","payload":2}]}');
+
+-- a deleted queue: one stale id in a bundle of two, created again from offset 0
+SELECT queen.delete_queue_v1('pc1')->>'deleted' AS deleted;
+SELECT status, log_offset FROM queen.push('{"items":[{"queue":"pc1","partition":"a","payload":1},{"queue":"pc2","partition":"b","payload":2}]}');
+SELECT status, log_offset FROM queen.push('{"items":[{"queue":"pc1","partition":"a","payload":1},{"queue":"pc2","partition":"b","payload":2}]}');
+
+-- the same partition twice is refused with cached ids too
+SELECT queen.log_push_multi_v1(ARRAY['pc2','pc2'], ARRAY['b','b'], ARRAY[1,1],
+       ARRAY[decode(md5('x'),'hex'), decode(md5('y'),'hex')], ARRAY[-1,-1]::int8[],
+       ARRAY['\x28b52ffd00'::bytea,'\x28b52ffd00'::bytea]);
+
+-- a rolled-back first push leaves a cached id that no longer exists
+BEGIN;
+SELECT status, log_offset FROM queen.push('{"items":[{"queue":"pc3","partition":"c","payload":1}]}');
+ROLLBACK;
+SELECT status, log_offset FROM queen.push('{"items":[{"queue":"pc3","partition":"c","payload":1},{"queue":"pc2","partition":"b","payload":2}]}');
+
+SELECT q.name AS queue, p.name AS partition, p.last_offset
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE q.name IN ('pc1', 'pc2', 'pc3') ORDER BY 1;
+SELECT count(*) AS segments FROM queen.log_segments s
+  JOIN queen.log_partitions p ON p.id = s.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name IN ('pc1', 'pc2', 'pc3');
+
+SELECT queen.delete_queue_v1(n)->>'deleted' AS deleted FROM unnest(ARRAY['pc1', 'pc2', 'pc3']) AS n;
