@@ -46,7 +46,7 @@ PG_CFLAGS = -Wall -Wextra
 REGRESS = setup configure schema codec push_body push_one push_items alloc pid_cache dedup read tenants rollback failure_modes
 REGRESS_OPTS = --load-extension=queen
 TAP_TESTS = 1
-ISOLATION = concurrent_push concurrent_provision statement_timeout dedup_cache
+ISOLATION = concurrent_push concurrent_provision statement_timeout dedup_cache delete_race
 ISOLATION_OPTS = --load-extension=queen
 
 include $(PGXS)

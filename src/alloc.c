@@ -983,25 +983,19 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 		Datum		idarray = queen_array_datum(pids, nsegs, UUIDOID);
 
 		queen_exec(PLAN_PRELOCK_IDS, &idarray, SPI_OK_SELECT);
-		if (SPI_processed > 0 && SPI_processed != (uint64) nsegs)
+		by_id = SPI_processed == (uint64) nsegs;
+		if (!by_id)
 		{
 			/*
-			 * Every id was there when the statement started, but some row
-			 * was deleted before we could lock it, so we hold some locks
-			 * and must not provision now.  The name pre-lock fails the same
-			 * way in the same race.  The next push resolves by name.
+			 * A stale id (none locked), or a row deleted between the
+			 * filter and the lock (some locked): the name path resolves
+			 * and, if needed, creates them again.
 			 */
-			for (i = 0; i < nsegs; i++)
-				queen_pid_cache_forget(&keys[i]);
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("resolved %llu of %d segments to partitions",
-							(unsigned long long) SPI_processed, nsegs),
-					 errdetail("A partition of the bundle was deleted while the bundle was being locked.")));
-		}
-		by_id = SPI_processed > 0;
-		if (!by_id)
+			if (SPI_processed > 0)
+				for (i = 0; i < nsegs; i++)
+					queen_pid_cache_forget(&keys[i]);
 			SPI_freetuptable(SPI_tuptable);
+		}
 	}
 
 	if (!by_id)
@@ -1010,6 +1004,7 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 		Datum	   *pnames = palloc(sizeof(Datum) * nsegs);
 		Datum	   *tenants = palloc(sizeof(Datum) * nsegs);
 		Datum		values[NAME_ARGS];
+		int			attempt;
 
 		for (i = 0; i < nsegs; i++)
 		{
@@ -1029,7 +1024,25 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 			queen_exec(PLAN_PROVISION_PARTITIONS, values, SPI_OK_INSERT);
 		}
 
-		queen_exec(PLAN_PRELOCK, values, SPI_OK_SELECT);
+		for (attempt = 1;; attempt++)
+		{
+			queen_exec(PLAN_PRELOCK, values, SPI_OK_SELECT);
+			if (SPI_processed == (uint64) nsegs || attempt == 3)
+				break;
+
+			/*
+			 * A queue or partition was deleted while we waited for its row
+			 * lock (queue deletion locks the same rows first).  Create it
+			 * again, as a push to a deleted queue does.  We now hold some
+			 * locks while inserting, but only rows of our own: what we
+			 * insert stays invisible to every other transaction until we
+			 * commit, so locking it after the others cannot close a cycle
+			 * with anyone who follows the ascending-id order.
+			 */
+			SPI_freetuptable(SPI_tuptable);
+			queen_exec(PLAN_PROVISION_QUEUES, values, SPI_OK_INSERT);
+			queen_exec(PLAN_PROVISION_PARTITIONS, values, SPI_OK_INSERT);
+		}
 		if (SPI_processed != (uint64) nsegs)
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
