@@ -1062,6 +1062,13 @@ queen_shard_main(Datum arg)
 		if (queen_shard_answers_pending())
 			timeout = Min(timeout, 10);
 
+		/* under steady load too, or memory would follow every partition ever seen */
+		if (TimestampDifferenceExceeds(last_sweep, now, 10000))
+		{
+			queen_groups_sweep(now);
+			last_sweep = now;
+		}
+
 		if (worked)
 			continue;
 
@@ -1095,12 +1102,6 @@ queen_shard_main(Datum arg)
 				break;
 			}
 			timeout = Min(timeout, 100);
-		}
-
-		if (TimestampDifferenceExceeds(last_sweep, now, 10000))
-		{
-			queen_groups_sweep(now);
-			last_sweep = now;
 		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
