@@ -63,7 +63,6 @@ typedef struct QueenReqGroup
 	int		   *items;			/* leader item indexes, item order */
 	int			nitems;
 	int			shard;
-	uint32		incarnation;	/* of the shard when sent */
 	bool		answered;
 } QueenReqGroup;
 
@@ -89,7 +88,6 @@ typedef struct QueenPending
 	QueenHttpRequest *http;
 	QueenPushRequest *push;		/* kind PUSH */
 	int			shard;			/* kind CONTROL */
-	uint32		incarnation;	/* kind CONTROL */
 } QueenPending;
 
 static int	queen_listener_index;
@@ -186,7 +184,6 @@ queen_register(QueenPendingKind kind, QueenHttpRequest *http, QueenPushRequest *
 	p->http = http;
 	p->push = push;
 	p->shard = -1;
-	p->incarnation = 0;
 	return id;
 }
 
@@ -203,7 +200,6 @@ queen_push_render(QueenPending *p)
 	StringInfoData buf;
 	MemoryContext old;
 	int			i;
-	uint64		counts[4] = {0, 0, 0, 0};
 
 	if (r->unavailable == r->ngroups)
 	{
@@ -234,7 +230,6 @@ queen_push_render(QueenPending *p)
 			status = r->status[i] ? r->status[i] : QUEEN_VERDICT_FAILED;
 			id = &r->ids[i];
 		}
-		counts[status]++;
 		word = status == QUEEN_VERDICT_QUEUED ? "queued" :
 			status == QUEEN_VERDICT_DUPLICATE ? "duplicate" : "failed";
 		queen_uuid_format(id, idtext);
@@ -345,7 +340,6 @@ queen_handle_push(QueenHttpRequest *req)
 				r->status[g->items[k]] = QUEEN_VERDICT_FAILED;
 			continue;
 		}
-		g->incarnation = queen_known_incarnation[g->shard];
 
 		msg = queen_message_new();
 		queen_msg_put_u8(msg, QUEEN_MSG_PUSH);
@@ -417,7 +411,7 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 			uint8		status = queen_msg_get_u8(m);
 			const char *idp = queen_msg_get(m, UUID_LEN);
 
-			if (m->bad)
+			if (m->bad || (status != QUEEN_VERDICT_QUEUED && status != QUEEN_VERDICT_DUPLICATE))
 			{
 				r->status[it] = QUEEN_VERDICT_FAILED;
 				continue;
@@ -560,7 +554,6 @@ queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, 
 	id = queen_register(QUEEN_PENDING_CONTROL, req, NULL);
 	p = (QueenPending *) hash_search(queen_pending, &id, HASH_FIND, NULL);
 	p->shard = shard;
-	p->incarnation = queen_known_incarnation[shard];
 
 	msg = queen_message_new();
 	queen_msg_put_u8(msg, QUEEN_MSG_CONTROL);
