@@ -296,3 +296,16 @@ CREATE FUNCTION queen.delete_queue_v1(
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'queen_delete_queue_v1'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ---------------------------------------------------------------------
+-- Internal: the broker's push permit law (src/permits.c) replayed over a
+-- series of bundles (ten a second), for the regression tests.
+-- ---------------------------------------------------------------------
+CREATE FUNCTION queen._permit_law_replay(
+	p_min int, p_initial int, p_max int,
+	p_inflight int[], p_segments int[], p_exec_us int8[], p_commit_us int8[])
+RETURNS TABLE (sample int, permit_limit int, naive_limit int)
+AS 'MODULE_PATHNAME', 'queen_permit_law_replay'
+LANGUAGE C IMMUTABLE STRICT;
+COMMENT ON FUNCTION queen._permit_law_replay(int, int, int, int[], int[], int8[], int8[]) IS
+'Internal, for tests: both push permit laws over a series of bundles.';

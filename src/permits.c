@@ -35,16 +35,26 @@
 
 #include <math.h>
 
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+
 #define QUEEN_VEGAS_ALPHA	3.0
 #define QUEEN_VEGAS_BETA	6.0
 
 static int
+queen_permit_clamp_to(int v, int lo, int hi)
+{
+	lo = Max(1, lo);
+	hi = Max(lo, hi);
+	return Min(Max(v, lo), hi);
+}
+
+static int
 queen_permit_clamp(int v)
 {
-	int			lo = Max(1, queen_push_permits_min);
-	int			hi = Max(lo, queen_push_permits_max);
-
-	return Min(Max(v, lo), hi);
+	return queen_permit_clamp_to(v, queen_push_permits_min, queen_push_permits_max);
 }
 
 void
@@ -159,7 +169,8 @@ queen_permit_base(QueenPermitPool *pool, int64 second, int bucket)
 
 /* One Vegas step on limit for a sample against its base; returns the queue estimate. */
 static double
-queen_vegas_step(double *limit, double base, double sample, bool binding)
+queen_vegas_step(double *limit, double base, double sample, bool binding,
+				 int lo, int hi)
 {
 	double		queue;
 	double		step;
@@ -174,15 +185,60 @@ queen_vegas_step(double *limit, double base, double sample, bool binding)
 		*limit += step;
 	else if (queue >= QUEEN_VEGAS_BETA)
 		*limit -= step;
-	*limit = queen_permit_clamp((int) rint(*limit));
+	*limit = queen_permit_clamp_to((int) rint(*limit), lo, hi);
 	return queue;
 }
 
 /*
- * Give a permit back and teach the law what the bundle cost.  exec_us is
- * the time from the first statement to just before COMMIT, commit_us the
- * COMMIT itself.  A failed bundle passes nsegments = 0: it releases but
- * teaches nothing.
+ * Teach both laws one bundle: exec_us from its first statement to just
+ * before COMMIT, commit_us the COMMIT, inflight the bundles in flight when
+ * it finished (itself included), second the wall-clock second.  The caller
+ * holds the pool's lock, or owns the pool (the replay below).
+ */
+static void
+queen_permit_learn(QueenPermitPool *pool, int lo, int hi, uint32 inflight,
+				   int nsegments, int64 exec_us, int64 commit_us, int64 second)
+{
+	int			slot = (int) (second % QUEEN_PERMIT_SLOTS);
+	int			bucket = queen_permit_bucket(nsegments);
+	double		cost = (double) Max(exec_us, 1);
+	double		rtt = (double) Max(exec_us + commit_us, 1);
+	double		before = pool->limit_f;
+	bool		binding;
+
+	if (pool->slot_second[slot] != second)
+	{
+		int			b;
+
+		pool->slot_second[slot] = second;
+		for (b = 0; b < QUEEN_PERMIT_BUCKETS; b++)
+			pool->slot_min_cost[slot][b] = 0;
+		pool->slot_min_rtt[slot] = rtt;
+	}
+	else
+		pool->slot_min_rtt[slot] = Min(pool->slot_min_rtt[slot], rtt);
+	if (pool->slot_min_cost[slot][bucket] == 0 || cost < pool->slot_min_cost[slot][bucket])
+		pool->slot_min_cost[slot][bucket] = cost;
+
+	/* the law acts only while the limit binds: in flight >= limit - 1 */
+	binding = inflight + 1 >= (uint32) pool->limit_f;
+	pool->last_queue = queen_vegas_step(&pool->limit_f,
+										queen_permit_base(pool, second, bucket),
+										cost, binding, lo, hi);
+	if (pool->limit_f > before)
+		pool->grows++;
+	else if (pool->limit_f < before)
+		pool->shrinks++;
+
+	binding = inflight + 1 >= (uint32) pool->naive_limit_f;
+	(void) queen_vegas_step(&pool->naive_limit_f,
+							queen_permit_base(pool, second, -1),
+							rtt, binding, lo, hi);
+}
+
+/*
+ * Give a permit back and teach the law what the bundle cost.  A failed
+ * bundle passes nsegments = 0: it releases but teaches nothing.
  */
 void
 queen_permit_release(int nsegments, int64 exec_us, int64 commit_us)
@@ -192,43 +248,10 @@ queen_permit_release(int nsegments, int64 exec_us, int64 commit_us)
 
 	if (nsegments > 0)
 	{
-		int64		second = GetCurrentTimestamp() / USECS_PER_SEC;
-		int			slot = (int) (second % QUEEN_PERMIT_SLOTS);
-		int			bucket = queen_permit_bucket(nsegments);
-		double		cost = (double) Max(exec_us, 1);
-		double		rtt = (double) Max(exec_us + commit_us, 1);
-
 		SpinLockAcquire(&pool->mutex);
-		if (pool->slot_second[slot] != second)
-		{
-			int			b;
-
-			pool->slot_second[slot] = second;
-			for (b = 0; b < QUEEN_PERMIT_BUCKETS; b++)
-				pool->slot_min_cost[slot][b] = 0;
-			pool->slot_min_rtt[slot] = rtt;
-		}
-		else
-			pool->slot_min_rtt[slot] = Min(pool->slot_min_rtt[slot], rtt);
-		if (pool->slot_min_cost[slot][bucket] == 0 || cost < pool->slot_min_cost[slot][bucket])
-			pool->slot_min_cost[slot][bucket] = cost;
-
-		{
-			double		before = pool->limit_f;
-			bool		binding = inflight + 1 >= (uint32) pool->limit_f;
-
-			pool->last_queue = queen_vegas_step(&pool->limit_f,
-												queen_permit_base(pool, second, bucket),
-												cost, binding);
-			if (pool->limit_f > before)
-				pool->grows++;
-			else if (pool->limit_f < before)
-				pool->shrinks++;
-			binding = inflight + 1 >= (uint32) pool->naive_limit_f;
-			(void) queen_vegas_step(&pool->naive_limit_f,
-									queen_permit_base(pool, second, -1),
-									rtt, binding);
-		}
+		queen_permit_learn(pool, queen_push_permits_min, queen_push_permits_max,
+						   inflight, nsegments, exec_us, commit_us,
+						   GetCurrentTimestamp() / USECS_PER_SEC);
 		pg_atomic_write_u32(&pool->limit, (uint32) pool->limit_f);
 
 		pool->rtt_ms[pool->rtt_next] = (float) ((exec_us + commit_us) / 1000.0);
@@ -239,6 +262,73 @@ queen_permit_release(int nsegments, int64 exec_us, int64 commit_us)
 	}
 
 	queen_permit_wake_waiters(pool);
+}
+
+/*
+ * queen._permit_law_replay: run both laws over a recorded or made-up series
+ * of bundles, ten a second, and return both limits after each.  The law is
+ * arithmetic on samples, so its behaviour under group commit or contention
+ * can be checked exactly, without a noisy machine.
+ */
+PG_FUNCTION_INFO_V1(queen_permit_law_replay);
+
+Datum
+queen_permit_law_replay(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int32		lo = PG_GETARG_INT32(0);
+	int32		initial = PG_GETARG_INT32(1);
+	int32		hi = PG_GETARG_INT32(2);
+	ArrayType  *arrays[4];
+	Datum	   *values[4];
+	int			counts[4];
+	QueenPermitPool *pool;
+	int			i;
+
+	for (i = 0; i < 4; i++)
+	{
+		bool	   *nulls;
+		Oid			elemtype = i < 2 ? INT4OID : INT8OID;
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+
+		arrays[i] = PG_GETARG_ARRAYTYPE_P(3 + i);
+		get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+		deconstruct_array(arrays[i], elemtype, typlen, typbyval, typalign,
+						  &values[i], &nulls, &counts[i]);
+		if (counts[i] != counts[0])
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("inflight, segments, exec_us and commit_us must have the same length")));
+	}
+	if (lo < 1 || hi < lo || hi > QUEEN_MAX_SHARDS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("permit bounds must satisfy 1 <= min <= max <= %d", QUEEN_MAX_SHARDS)));
+
+	InitMaterializedSRF(fcinfo, 0);
+	pool = palloc0(sizeof(QueenPermitPool));
+	for (i = 0; i < QUEEN_PERMIT_SLOTS; i++)
+		pool->slot_second[i] = -1;
+	pool->limit_f = pool->naive_limit_f = queen_permit_clamp_to(initial, lo, hi);
+
+	for (i = 0; i < counts[0]; i++)
+	{
+		Datum		out[3];
+		bool		outnulls[3] = {false, false, false};
+		int32		segments = DatumGetInt32(values[1][i]);
+
+		if (segments > 0)
+			queen_permit_learn(pool, lo, hi, (uint32) Max(DatumGetInt32(values[0][i]), 0),
+							   segments, DatumGetInt64(values[2][i]),
+							   DatumGetInt64(values[3][i]), i / 10);
+		out[0] = Int32GetDatum(i + 1);
+		out[1] = Int32GetDatum((int32) pool->limit_f);
+		out[2] = Int32GetDatum((int32) pool->naive_limit_f);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnulls);
+	}
+	return (Datum) 0;
 }
 
 /* After a reload: keep the limit inside the new bounds. */
