@@ -93,6 +93,7 @@ typedef struct QueenRingWriter
 	QueenRing  *ring;
 	uint32		epoch;			/* the epoch our queued bytes belong to */
 	MemoryContext cxt;			/* where the queue's list lives */
+	bool		resend_on_reset;	/* reader restarted: resend, not drop */
 	List	   *queue;			/* StringInfo messages not yet fully written */
 	Size		head_done;		/* bytes of the first queued message written */
 	Size		queued_bytes;
@@ -116,7 +117,8 @@ extern void queen_ring_init(QueenRing *ring, Size size);
 extern void queen_ring_reset(QueenRing *ring);
 extern uint32 queen_ring_epoch(QueenRing *ring);
 
-extern void queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring, MemoryContext cxt);
+extern void queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring, MemoryContext cxt,
+								   bool resend_on_reset);
 extern void queen_ring_send(QueenRingWriter *w, StringInfo msg);
 extern bool queen_ring_flush(QueenRingWriter *w, bool *epoch_changed);
 extern void queen_ring_writer_discard(QueenRingWriter *w);

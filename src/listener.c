@@ -506,6 +506,25 @@ queen_pick_shard(void)
 	return -1;
 }
 
+/* Are the shards shutting down too (a cluster shutdown rather than a signal to us alone)? */
+static bool
+queen_shards_stopping(void)
+{
+	bool		alive = false;
+	int			s;
+
+	for (s = 0; s < queen_broker->nshards; s++)
+	{
+		QueenWorkerState st = queen_worker_state(&queen_broker->shards[s]);
+
+		if (st == QUEEN_WORKER_CLOSING)
+			return true;
+		if (st != QUEEN_WORKER_STOPPED)
+			alive = true;
+	}
+	return !alive;
+}
+
 /* The first shard that is not serving, or -1 when all are. */
 static int
 queen_unready_shard(void)
@@ -631,9 +650,17 @@ queen_handle_metrics(QueenHttpRequest *req)
 					 "queen_http_connections_open{listener=\"%d\"} " UINT64_FORMAT "\n"
 					 "# HELP queen_http_rejected_total Requests refused by the HTTP layer (malformed, too large).\n"
 					 "# TYPE queen_http_rejected_total counter\n"
-					 "queen_http_rejected_total{listener=\"%d\"} " UINT64_FORMAT "\n",
+					 "queen_http_rejected_total{listener=\"%d\"} " UINT64_FORMAT "\n"
+					 "# HELP queen_http_requests_waiting Requests waiting for the shards' verdicts on this listener.\n"
+					 "# TYPE queen_http_requests_waiting gauge\n"
+					 "queen_http_requests_waiting{listener=\"%d\"} %ld\n"
+					 "# HELP queen_http_requests_busy Requests handed to the handler and not yet answered, or with output unsent.\n"
+					 "# TYPE queen_http_requests_busy gauge\n"
+					 "queen_http_requests_busy{listener=\"%d\"} %d\n",
 					 queen_listener_index, stats.open,
-					 queen_listener_index, stats.rejected);
+					 queen_listener_index, stats.rejected,
+					 queen_listener_index, hash_get_num_entries(queen_pending),
+					 queen_listener_index, queen_http_busy(queen_http));
 	MemoryContextSwitchTo(old);
 	queen_http_respond(req, 200, "text/plain; version=0.0.4", buf.data, buf.len, NULL);
 }
@@ -770,15 +797,26 @@ queen_drain_verdicts(void)
 
 	for (s = 0; s < queen_broker->nshards; s++)
 	{
-		StringInfo	msg;
-		bool		reset;
+		bool		was_reset = false;
 
-		while ((msg = queen_ring_receive(&queen_verdicts[s], &reset)) != NULL)
+		for (;;)
 		{
+			StringInfo	msg;
+			bool		reset;
 			QueenMsgReader m;
 			uint8		type;
 			uint64		id;
 			QueenPending *p;
+
+			msg = queen_ring_receive(&queen_verdicts[s], &reset);
+			if (msg == NULL && reset)
+			{
+				/* what the shard wrote in the new epoch is there to read now */
+				was_reset = true;
+				msg = queen_ring_receive(&queen_verdicts[s], &reset);
+			}
+			if (msg == NULL)
+				break;
 
 			queen_msg_reader(&m, msg);
 			type = queen_msg_get_u8(&m);
@@ -811,7 +849,7 @@ queen_drain_verdicts(void)
 				elog(LOG, "queen listener %d: dropped an unexpected message of type %d",
 					 queen_listener_index, type);
 		}
-		if (reset)
+		if (was_reset)
 		{
 			/* the shard restarted: what it had not answered is lost */
 			queen_check_shards();
@@ -972,7 +1010,7 @@ queen_listener_main(Datum arg)
 	for (s = 0; s < queen_broker->nshards; s++)
 	{
 		queen_ring_writer_init(&queen_submit[s], queen_submit_ring(queen_listener_index, s),
-							   queen_listener_cxt);
+							   queen_listener_cxt, false);
 		queen_ring_reader_init(&queen_verdicts[s], queen_verdict_ring(s, queen_listener_index),
 							   queen_listener_cxt);
 		queen_known_incarnation[s] = pg_atomic_read_u32(&queen_broker->shards[s].incarnation);
@@ -1046,8 +1084,26 @@ queen_listener_main(Datum arg)
 
 		if (queen_listener_closing)
 		{
-			if (hash_get_num_entries(queen_pending) == 0 && queen_http_busy(queen_http) == 0)
+			if (hash_get_num_entries(queen_pending) == 0 && queen_http_busy(queen_http) == 0 &&
+				TimestampDifferenceExceeds(closing_since, now, 500))
+			{
+				/*
+				 * SIGTERM to this listener alone (the shards still serve):
+				 * exit 1 so the postmaster starts it again, where exit 0
+				 * would unregister it for good.  At a cluster shutdown the
+				 * shards got the signal too and show it within the moment
+				 * waited above.
+				 */
+				if (!queen_shards_stopping())
+				{
+					ereport(LOG,
+							(errmsg("queen listener %d: terminated while the broker runs; restarting",
+									queen_listener_index)));
+					queen_http_destroy(queen_http);
+					proc_exit(1);
+				}
 				break;
+			}
 			if (TimestampDifferenceExceeds(closing_since, now, QUEEN_LISTENER_SHUTDOWN_GRACE_MS))
 			{
 				ereport(LOG,

@@ -169,10 +169,12 @@ queen_ring_get(QueenRing *ring, uint32 epoch, char *dst, Size len,
  */
 
 void
-queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring, MemoryContext cxt)
+queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring, MemoryContext cxt,
+					   bool resend_on_reset)
 {
 	w->ring = ring;
 	w->cxt = cxt;
+	w->resend_on_reset = resend_on_reset;
 	w->epoch = queen_ring_epoch(ring);
 	w->queue = NIL;
 	w->head_done = 0;
@@ -217,8 +219,13 @@ queen_ring_writer_discard(QueenRingWriter *w)
 
 /*
  * Move as many queued bytes into the ring as fit.  Returns true if it moved
- * anything (the caller wakes the reader).  If the ring was reset under us,
- * the queue is discarded and *epoch_changed set.
+ * anything (the caller wakes the reader).  If the ring was reset under us
+ * (its reader restarted) *epoch_changed is set and the queue is either
+ * dropped or, with resend_on_reset, sent again from its first byte in the
+ * new epoch: a shard's answers must reach a listener that restarted after
+ * the shard began writing to it (the listener ignores answers to requests
+ * it does not know), while a listener's submissions to a restarted shard
+ * are failed by the listener instead.
  */
 bool
 queen_ring_flush(QueenRingWriter *w, bool *epoch_changed)
@@ -246,9 +253,17 @@ queen_ring_flush(QueenRingWriter *w, bool *epoch_changed)
 							   total - w->head_done);
 		if (n < 0)
 		{
-			queen_ring_writer_discard(w);
 			*epoch_changed = true;
-			return moved;
+			if (!w->resend_on_reset)
+			{
+				queen_ring_writer_discard(w);
+				return moved;
+			}
+			/* the ring was emptied: the head message starts over */
+			w->queued_bytes += w->head_done;
+			w->head_done = 0;
+			w->epoch = queen_ring_epoch(w->ring);
+			continue;
 		}
 		if (n == 0)
 			break;

@@ -992,7 +992,7 @@ queen_shard_main(Datum arg)
 		queen_ring_reader_init(&queen_readers[l], queen_submit_ring(l, queen_shard_index),
 							   queen_shard_cxt);
 		queen_ring_writer_init(&queen_writers[l], queen_verdict_ring(queen_shard_index, l),
-							   queen_shard_cxt);
+							   queen_shard_cxt, true);
 	}
 
 	if (queen_shard_index == 0)

@@ -18,52 +18,6 @@ my $load = $ENV{QUEEN_LOAD} or plan skip_all => 'QUEEN_LOAD (bench/queen-load) n
 my ($node, $port) = start_broker(name => 'concurrency');
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 
-# Check a results file against the tables: every queued item stored exactly
-# once, under its own message id; nothing stored that was not answered.
-sub verify_results
-{
-	my ($file, $queue) = @_;
-	my $sql = qq{
-		CREATE TEMP TABLE answered (txn text, status text, mid uuid, part text);
-		COPY answered FROM '$file';
-		WITH stored AS (
-			SELECT p.name AS part, f.transaction_id AS txn, f.message_id AS mid
-			  FROM queen.log_segments s
-			  JOIN queen.log_partitions p ON p.id = s.partition_id
-			  JOIN queen.queues q ON q.id = p.queue_id,
-			  LATERAL queen.unpack_frames(s.blob) f
-			 WHERE q.name = '$queue')
-		SELECT (SELECT count(*) FROM answered WHERE status = 'queued'),
-		       (SELECT count(*) FROM answered a WHERE status = 'queued'
-		           AND (SELECT count(*) FROM stored s WHERE s.txn = a.txn AND s.part = a.part) <> 1),
-		       (SELECT count(*) FROM answered a WHERE status = 'queued'
-		           AND NOT EXISTS (SELECT 1 FROM stored s WHERE s.txn = a.txn AND s.mid = a.mid)),
-		       (SELECT count(*) FROM stored s WHERE NOT EXISTS
-		           (SELECT 1 FROM answered a WHERE a.txn = s.txn AND a.status = 'queued')),
-		       (SELECT count(*) FROM answered WHERE status NOT IN ('queued', 'duplicate'))
-	};
-	my ($queued, $not_once, $wrong_id, $unanswered, $other) =
-	  split /\|/, $node->safe_psql('postgres', $sql);
-	return ($queued, $not_once, $wrong_id, $unanswered, $other);
-}
-
-sub gapless
-{
-	my ($queue) = @_;
-	return $node->safe_psql('postgres', qq{
-		SELECT count(*) FROM (
-			SELECT p.id, p.last_offset,
-			       sum(s.end_offset - s.base_offset + 1) AS n,
-			       bool_and(s.base_offset = coalesce(s.prev_end, -1) + 1) AS contiguous
-			  FROM queen.log_partitions p
-			  JOIN queen.queues q ON q.id = p.queue_id
-			  JOIN (SELECT *, lag(end_offset) OVER (PARTITION BY partition_id ORDER BY base_offset) AS prev_end
-			          FROM queen.log_segments) s ON s.partition_id = p.id
-			 WHERE q.name = '$queue'
-			 GROUP BY p.id, p.last_offset) x
-		 WHERE NOT contiguous OR n <> last_offset + 1});
-}
-
 # ---- 100 clients, 1,000 partitions, known transactionIds -------------------------
 my $results = "$tmp/load.tsv";
 my ($out, $err) = ('', '');
@@ -79,13 +33,13 @@ is($summary->{errors}{reset} + $summary->{errors}{timeout} + $summary->{errors}{
 cmp_ok($summary->{status}{duplicate}, '>', 0, 'repeated transactionIds came back duplicate');
 
 my ($queued, $not_once, $wrong_id, $unanswered, $other) =
-  verify_results($results, 'conc');
+  verify_results($node, $results, 'conc');
 is($queued, $summary->{status}{queued}, 'results file has every queued item');
 is($not_once, 0, 'every item answered queued is stored exactly once');
 is($wrong_id, 0, 'stored under the message id the client was given');
 is($unanswered, 0, 'nothing stored that was not answered queued');
 is($other, 0, 'no item failed');
-is(gapless('conc'), '0', 'offsets are gapless per partition');
+is(gapless($node, 'conc'), '0', 'offsets are gapless per partition');
 
 my $segments = metric($port, 'queen_batches_fired_total{op="push"}');
 my $commits = metric($port, 'queen_bundles_committed_total');
@@ -118,11 +72,11 @@ like($log, qr/queen listener 0: stopping; answering \d+ outstanding requests/,
 	'the listener stopped accepting and answered what it held');
 
 $node->start;
-($queued, $not_once, $wrong_id, $unanswered, $other) = verify_results($results2, 'stop');
+($queued, $not_once, $wrong_id, $unanswered, $other) = verify_results($node, $results2, 'stop');
 cmp_ok($queued, '>', 0, 'queued answers to check');
 is($not_once, 0, 'after the restart every item answered queued is stored exactly once');
 is($wrong_id, 0, 'under the id the client was given');
-is(gapless('stop'), '0', 'offsets are gapless after the shutdown');
+is(gapless($node, 'stop'), '0', 'offsets are gapless after the shutdown');
 
 $node->stop;
 done_testing();

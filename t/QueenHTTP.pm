@@ -18,7 +18,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 our @EXPORT = qw(start_broker http_request http_json push_items wait_for
-  wait_healthy raw_exchange metric log_crashes broker_conf);
+  wait_healthy raw_exchange metric log_crashes broker_conf verify_results gapless);
 
 my $json = JSON::PP->new->canonical;
 
@@ -167,6 +167,54 @@ sub log_crashes
 	my $log = slurp_file($node->logfile);
 	return grep { /terminated by signal|exited with exit code [^01]|server process .* was terminated|PANIC/ }
 	  split /\n/, $log;
+}
+
+# Check a bench/queen-load --results file against the tables: returns
+# (items answered queued, of those not stored exactly once, of those stored
+# under another message id, stored items never answered queued, items
+# answered neither queued nor duplicate).
+sub verify_results
+{
+	my ($node, $file, $queue) = @_;
+	my $sql = qq{
+		CREATE TEMP TABLE answered (txn text, status text, mid uuid, part text);
+		COPY answered FROM '$file';
+		WITH stored AS (
+			SELECT p.name AS part, f.transaction_id AS txn, f.message_id AS mid
+			  FROM queen.log_segments s
+			  JOIN queen.log_partitions p ON p.id = s.partition_id
+			  JOIN queen.queues q ON q.id = p.queue_id,
+			  LATERAL queen.unpack_frames(s.blob) f
+			 WHERE q.name = '$queue')
+		SELECT (SELECT count(*) FROM answered WHERE status = 'queued'),
+		       (SELECT count(*) FROM answered a WHERE status = 'queued'
+		           AND (SELECT count(*) FROM stored s WHERE s.txn = a.txn AND s.part = a.part) <> 1),
+		       (SELECT count(*) FROM answered a WHERE status = 'queued'
+		           AND NOT EXISTS (SELECT 1 FROM stored s WHERE s.txn = a.txn AND s.mid = a.mid)),
+		       (SELECT count(*) FROM stored s WHERE NOT EXISTS
+		           (SELECT 1 FROM answered a WHERE a.txn = s.txn AND a.status = 'queued')),
+		       (SELECT count(*) FROM answered WHERE status NOT IN ('queued', 'duplicate'))
+	};
+	return split /\|/, $node->safe_psql('postgres', $sql);
+}
+
+# Partitions of a queue whose segments are not contiguous from offset 0 up
+# to last_offset (0 when every partition is gapless).
+sub gapless
+{
+	my ($node, $queue) = @_;
+	return $node->safe_psql('postgres', qq{
+		SELECT count(*) FROM (
+			SELECT p.id, p.last_offset,
+			       sum(s.end_offset - s.base_offset + 1) AS n,
+			       bool_and(s.base_offset = coalesce(s.prev_end, -1) + 1) AS contiguous
+			  FROM queen.log_partitions p
+			  JOIN queen.queues q ON q.id = p.queue_id
+			  JOIN (SELECT *, lag(end_offset) OVER (PARTITION BY partition_id ORDER BY base_offset) AS prev_end
+			          FROM queen.log_segments) s ON s.partition_id = p.id
+			 WHERE q.name = '$queue'
+			 GROUP BY p.id, p.last_offset) x
+		 WHERE NOT contiguous OR n <> last_offset + 1});
 }
 
 1;
