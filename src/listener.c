@@ -1009,11 +1009,17 @@ queen_listener_main(Datum arg)
 								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	for (s = 0; s < queen_broker->nshards; s++)
 	{
+		/*
+		 * Incarnation before epoch: a shard resets its rings before it
+		 * publishes a new incarnation, so either we see the new epoch, or
+		 * we see the incarnation change later and adopt it then.
+		 */
+		queen_known_incarnation[s] = pg_atomic_read_u32(&queen_broker->shards[s].incarnation);
+		pg_read_barrier();
 		queen_ring_writer_init(&queen_submit[s], queen_submit_ring(queen_listener_index, s),
 							   queen_listener_cxt, false);
 		queen_ring_reader_init(&queen_verdicts[s], queen_verdict_ring(s, queen_listener_index),
 							   queen_listener_cxt);
-		queen_known_incarnation[s] = pg_atomic_read_u32(&queen_broker->shards[s].incarnation);
 	}
 
 	if (queen_listener_index == 0)

@@ -481,10 +481,17 @@ queen_shard_receive(void)
 		 * Past the backlog bound the rings are left to fill: the listeners
 		 * hold what does not fit, and no buffer here nears the 1 GB limit.
 		 */
-		while (queen_backlog_bytes < QUEEN_SHARD_BACKLOG_BYTES &&
-			   (msg = queen_ring_receive(&queen_readers[l], &reset)) != NULL)
+		while (queen_backlog_bytes < QUEEN_SHARD_BACKLOG_BYTES)
 		{
-			uint8		type = msg->len > 0 ? (uint8) msg->data[0] : 0;
+			uint8		type;
+
+			msg = queen_ring_receive(&queen_readers[l], &reset);
+			/* a restarted listener's first messages are already in the new epoch */
+			if (msg == NULL && reset)
+				msg = queen_ring_receive(&queen_readers[l], &reset);
+			if (msg == NULL)
+				break;
+			type = msg->len > 0 ? (uint8) msg->data[0] : 0;
 
 			if (type == QUEEN_MSG_PUSH)
 				queen_shard_take_push(l, msg);
