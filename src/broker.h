@@ -96,7 +96,6 @@ typedef struct QueenRingWriter
 	bool		resend_on_reset;	/* reader restarted: resend, not drop */
 	List	   *queue;			/* StringInfo messages not yet fully written */
 	Size		head_done;		/* bytes of the first queued message written */
-	Size		queued_bytes;
 } QueenRingWriter;
 
 typedef struct QueenRingReader
@@ -115,7 +114,6 @@ typedef struct QueenRingReader
 extern Size queen_ring_shmem_size(Size size);
 extern void queen_ring_init(QueenRing *ring, Size size);
 extern void queen_ring_reset(QueenRing *ring);
-extern uint32 queen_ring_epoch(QueenRing *ring);
 
 extern void queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring, MemoryContext cxt,
 								   bool resend_on_reset);
@@ -212,7 +210,6 @@ extern void queen_broker_preload(void);
 extern QueenRing *queen_submit_ring(int listener, int shard);
 extern QueenRing *queen_verdict_ring(int shard, int listener);
 extern QueenWorkerSlot *queen_worker_begin(bool shard, int index);
-extern void queen_worker_attach(QueenWorkerSlot *slot);
 extern void queen_worker_set_state(QueenWorkerSlot *slot, QueenWorkerState state);
 extern QueenWorkerState queen_worker_state(QueenWorkerSlot *slot);
 extern void queen_worker_wake(QueenWorkerSlot *slot);

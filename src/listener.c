@@ -540,12 +540,20 @@ queen_unready_shard(void)
 static void
 queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, Size arglen)
 {
-	int			shard = queen_pick_shard();
-	int			unready = queen_unready_shard();
+	int			shard;
+	int			unready;
 	pg_uuid_t	tenant;
 	StringInfo	msg;
 	uint64		id;
 	QueenPending *p;
+
+	if (queen_listener_closing)
+	{
+		queen_respond_error(req, 503, "the broker is shutting down");
+		return;
+	}
+	shard = queen_pick_shard();
+	unready = queen_unready_shard();
 
 	/* healthy means every partition can be pushed to, so every shard serves */
 	if (shard < 0 || (op == QUEEN_CONTROL_HEALTH && unready >= 0))
@@ -684,8 +692,6 @@ queen_listener_handle(QueenHttpRequest *req, void *arg)
 	{
 		if (req->method != HTTP_POST)
 			queen_method_not_allowed(req, "POST");
-		else if (queen_listener_closing)
-			queen_respond_error(req, 503, "the broker is shutting down");
 		else
 			queen_handle_control(req, QUEEN_CONTROL_CONFIGURE, req->body, req->body_len);
 	}
@@ -703,11 +709,6 @@ queen_listener_handle(QueenHttpRequest *req, void *arg)
 			queen_method_not_allowed(req, "DELETE");
 			return;
 		}
-		if (queen_listener_closing)
-		{
-			queen_respond_error(req, 503, "the broker is shutting down");
-			return;
-		}
 		old = MemoryContextSwitchTo(req->mcxt);
 		queue = queen_percent_decode(path + strlen(QUEEN_QUEUES_PREFIX), &len);
 		MemoryContextSwitchTo(old);
@@ -716,11 +717,11 @@ queen_listener_handle(QueenHttpRequest *req, void *arg)
 			queen_respond_error(req, 400, "queue name in the path is not valid percent-encoding");
 			return;
 		}
+		/* a decoded %00 is a control character like any other */
 		problem = queen_name_problem(queue, len, QUEEN_MAX_NAME_BYTES);
-		if (problem != NULL || strlen(queue) != len)
+		if (problem != NULL)
 		{
-			queen_respond_error(req, 400,
-								psprintf("queue name %s", problem ? problem : "must not contain NUL"));
+			queen_respond_error(req, 400, psprintf("queue name %s", problem));
 			return;
 		}
 		queen_handle_control(req, QUEEN_CONTROL_DELETE_QUEUE, queue, len);

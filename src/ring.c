@@ -52,7 +52,7 @@ queen_ring_reset(QueenRing *ring)
 	SpinLockRelease(&ring->mutex);
 }
 
-uint32
+static uint32
 queen_ring_epoch(QueenRing *ring)
 {
 	uint32		epoch;
@@ -178,7 +178,6 @@ queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring, MemoryContext cxt,
 	w->epoch = queen_ring_epoch(ring);
 	w->queue = NIL;
 	w->head_done = 0;
-	w->queued_bytes = 0;
 }
 
 /*
@@ -194,7 +193,6 @@ queen_ring_send(QueenRingWriter *w, StringInfo msg)
 
 	w->queue = lappend(w->queue, msg);
 	MemoryContextSwitchTo(old);
-	w->queued_bytes += msg->len + 4;
 }
 
 /* Drop every queued message (the peer restarted). */
@@ -213,7 +211,6 @@ queen_ring_writer_discard(QueenRingWriter *w)
 	list_free(w->queue);
 	w->queue = NIL;
 	w->head_done = 0;
-	w->queued_bytes = 0;
 	w->epoch = queen_ring_epoch(w->ring);
 }
 
@@ -260,7 +257,6 @@ queen_ring_flush(QueenRingWriter *w, bool *epoch_changed)
 				return moved;
 			}
 			/* the ring was emptied: the head message starts over */
-			w->queued_bytes += w->head_done;
 			w->head_done = 0;
 			w->epoch = queen_ring_epoch(w->ring);
 			continue;
@@ -269,7 +265,6 @@ queen_ring_flush(QueenRingWriter *w, bool *epoch_changed)
 			break;
 		moved = true;
 		w->head_done += (Size) n;
-		w->queued_bytes -= (Size) n;
 		if (w->head_done == total)
 		{
 			w->queue = list_delete_first(w->queue);

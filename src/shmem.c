@@ -149,6 +149,8 @@ queen_worker_detach(int code, Datum arg)
  * that sees the new incarnation knows that anything it sent before went to
  * the previous process.  Returns NULL (after logging) if there is no slot.
  */
+static void queen_worker_attach(QueenWorkerSlot *slot);
+
 QueenWorkerSlot *
 queen_worker_begin(bool shard, int index)
 {
@@ -179,7 +181,7 @@ queen_worker_begin(bool shard, int index)
 }
 
 /* Claim a slot for this process; it is released when the process exits. */
-void
+static void
 queen_worker_attach(QueenWorkerSlot *slot)
 {
 	slot->pid = MyProcPid;
