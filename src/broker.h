@@ -301,6 +301,7 @@ extern PGDLLEXPORT void queen_listener_main(Datum arg);
 extern PGDLLEXPORT void queen_shard_main(Datum arg);
 extern void queen_metrics_render(StringInfo out);
 extern void queen_metrics_bundle_summary(void);
+extern void queen_health_json(StringInfo out, bool connected, const char *error);
 
 extern int	queen_shard_of(const pg_uuid_t *tenant, const char *queue, Size qlen,
 						   const char *partition, Size plen, int nshards);

@@ -540,35 +540,33 @@ queen_unready_shard(void)
 static void
 queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, Size arglen)
 {
-	int			shard;
-	int			unready;
+	int			shard = -1;
+	const char *why = NULL;
 	pg_uuid_t	tenant;
 	StringInfo	msg;
 	uint64		id;
 	QueenPending *p;
 
 	if (queen_listener_closing)
+		why = "the broker is shutting down";
+	else
 	{
-		queen_respond_error(req, 503, "the broker is shutting down");
-		return;
+		int			unready = queen_unready_shard();
+
+		shard = queen_pick_shard();
+		/* healthy means every partition can be pushed to, so every shard serves */
+		if (shard < 0 || (op == QUEEN_CONTROL_HEALTH && unready >= 0))
+			why = queen_shard_unavailable_message(unready >= 0 ? unready : 0);
 	}
-	shard = queen_pick_shard();
-	unready = queen_unready_shard();
-
-	/* healthy means every partition can be pushed to, so every shard serves */
-	if (shard < 0 || (op == QUEEN_CONTROL_HEALTH && unready >= 0))
+	if (why != NULL)
 	{
-		const char *why = queen_shard_unavailable_message(unready >= 0 ? unready : 0);
-
 		if (op == QUEEN_CONTROL_HEALTH)
 		{
 			StringInfoData buf;
 			MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 
 			initStringInfo(&buf);
-			appendStringInfoString(&buf, "{\"status\":\"unhealthy\",\"database\":\"disconnected\",\"engine\":\"queen-postgres\",\"error\":");
-			escape_json(&buf, why);
-			appendStringInfoChar(&buf, '}');
+			queen_health_json(&buf, false, why);
 			MemoryContextSwitchTo(old);
 			queen_respond_json(req, 503, buf.data);
 		}

@@ -15,6 +15,7 @@
  */
 #include "broker.h"
 
+#include "utils/json.h"
 #include "utils/timestamp.h"
 
 static int
@@ -133,6 +134,25 @@ queen_metrics_render(StringInfo out)
 	for (s = 0; s < queen_broker->nshards; s++)
 		appendStringInfo(out, "queen_shard_ready{shard=\"%d\"} %d\n", s,
 						 queen_worker_state(&queen_broker->shards[s]) == QUEEN_WORKER_READY);
+}
+
+/*
+ * The body of GET /health, Queen's shape: healthy when error is NULL,
+ * otherwise unhealthy with the reason.
+ */
+void
+queen_health_json(StringInfo out, bool connected, const char *error)
+{
+	appendStringInfo(out, "{\"status\":\"%s\",\"database\":\"%s\",\"engine\":\"queen-postgres\",",
+					 error ? "unhealthy" : "healthy", connected ? "connected" : "disconnected");
+	if (error)
+	{
+		appendStringInfoString(out, "\"error\":");
+		escape_json(out, error);
+	}
+	else
+		appendStringInfoString(out, "\"version\":\"1.0\"");
+	appendStringInfoChar(out, '}');
 }
 
 /* The seed's "bundle summary" line: cumulative, about every ten seconds. */

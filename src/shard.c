@@ -51,7 +51,6 @@
 #include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "common/hashfn.h"
-#include "executor/spi.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -780,23 +779,17 @@ queen_shard_run_control(QueenControl *c)
 		switch (c->op)
 		{
 			case QUEEN_CONTROL_HEALTH:
+				/* a catalog read in a transaction: the database answers */
 				pgstat_report_activity(STATE_RUNNING, "queen: health");
-				queen_spi_connect();
-				if (SPI_execute("SELECT 1", true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-					elog(ERROR, "queen: health query returned nothing");
-				SPI_finish();
 				if (OidIsValid(get_extension_oid("queen", true)))
 				{
 					status = 200;
-					appendStringInfo(&out,
-									 "{\"status\":\"healthy\",\"database\":\"connected\",\"engine\":\"queen-postgres\",\"version\":\"%s\"}",
-									 "1.0");
+					queen_health_json(&out, true, NULL);
 				}
 				else
 				{
 					status = 503;
-					appendStringInfoString(&out,
-										   "{\"status\":\"unhealthy\",\"database\":\"connected\",\"engine\":\"queen-postgres\",\"error\":\"extension queen is not installed\"}");
+					queen_health_json(&out, true, "extension queen is not installed");
 				}
 				break;
 			case QUEEN_CONTROL_CONFIGURE:
@@ -825,15 +818,15 @@ queen_shard_run_control(QueenControl *c)
 		if (c->op == QUEEN_CONTROL_HEALTH)
 		{
 			status = 503;
-			appendStringInfoString(&out, "{\"status\":\"unhealthy\",\"database\":\"disconnected\",\"engine\":\"queen-postgres\",\"error\":");
+			queen_health_json(&out, false, message);
 		}
 		else
 		{
 			status = 500;
 			appendStringInfoString(&out, "{\"error\":");
+			escape_json(&out, message);
+			appendStringInfoChar(&out, '}');
 		}
-		escape_json(&out, message);
-		appendStringInfoChar(&out, '}');
 	}
 	PG_END_TRY();
 	pgstat_report_activity(STATE_IDLE, NULL);
