@@ -300,6 +300,7 @@ extern void queen_permits_reconfigure(void);
 extern PGDLLEXPORT void queen_listener_main(Datum arg);
 extern PGDLLEXPORT void queen_shard_main(Datum arg);
 extern void queen_metrics_render(StringInfo out);
+extern void queen_metric(StringInfo out, const char *name, const char *type, const char *help);
 extern void queen_metrics_bundle_summary(void);
 extern void queen_health_json(StringInfo out, bool connected, const char *error);
 

@@ -101,6 +101,7 @@ static uint32 queen_known_incarnation[QUEEN_MAX_SHARDS];
 static bool queen_listener_closing = false;
 static int	queen_control_next_shard = 0;
 static MemoryContext queen_listener_cxt;
+static pg_uuid_t queen_listener_tenant;	/* the default tenant: no tenancy header yet */
 
 /* ----------------------------------------------------------------
  *		Responses
@@ -251,7 +252,6 @@ queen_handle_push(QueenHttpRequest *req)
 {
 	QueenPushRequest *r;
 	const char *problem;
-	pg_uuid_t	tenant;
 	QueenItemKey *keys;
 	int		  **members;
 	int		   *nmembers;
@@ -285,7 +285,6 @@ queen_handle_push(QueenHttpRequest *req)
 		return;
 	}
 
-	(void) queen_uuid_parse(QUEEN_DEFAULT_TENANT, &tenant);
 	r->ids = palloc(sizeof(pg_uuid_t) * r->nitems);
 	r->txns = palloc(sizeof(char *) * r->nitems);
 	r->leader = palloc(sizeof(int) * r->nitems);
@@ -329,7 +328,7 @@ queen_handle_push(QueenHttpRequest *req)
 		StringInfo	msg;
 		int			k;
 
-		g->shard = queen_shard_of(&tenant, first->queue, first->queue_len,
+		g->shard = queen_shard_of(&queen_listener_tenant, first->queue, first->queue_len,
 								  first->partition, first->partition_len,
 								  queen_broker->nshards);
 		if (!queen_shard_ready(g->shard))
@@ -345,7 +344,7 @@ queen_handle_push(QueenHttpRequest *req)
 		queen_msg_put_u8(msg, QUEEN_MSG_PUSH);
 		queen_msg_put_u64(msg, id);
 		queen_msg_put_u32(msg, (uint32) i);
-		queen_msg_put(msg, tenant.data, UUID_LEN);
+		queen_msg_put(msg, queen_listener_tenant.data, UUID_LEN);
 		queen_msg_put_u16(msg, (uint16) first->queue_len);
 		queen_msg_put(msg, first->queue, first->queue_len);
 		queen_msg_put_u16(msg, (uint16) first->partition_len);
@@ -542,7 +541,6 @@ queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, 
 {
 	int			shard = -1;
 	const char *why = NULL;
-	pg_uuid_t	tenant;
 	StringInfo	msg;
 	uint64		id;
 	QueenPending *p;
@@ -575,7 +573,6 @@ queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, 
 		return;
 	}
 
-	(void) queen_uuid_parse(QUEEN_DEFAULT_TENANT, &tenant);
 	id = queen_register(QUEEN_PENDING_CONTROL, req, NULL);
 	p = (QueenPending *) hash_search(queen_pending, &id, HASH_FIND, NULL);
 	p->shard = shard;
@@ -584,7 +581,7 @@ queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, 
 	queen_msg_put_u8(msg, QUEEN_MSG_CONTROL);
 	queen_msg_put_u64(msg, id);
 	queen_msg_put_u8(msg, (uint8) op);
-	queen_msg_put(msg, tenant.data, UUID_LEN);
+	queen_msg_put(msg, queen_listener_tenant.data, UUID_LEN);
 	queen_msg_put_u32(msg, (uint32) arglen);
 	queen_msg_put(msg, arg, arglen);
 	queen_send_to_shard(shard, msg);
@@ -650,22 +647,22 @@ queen_handle_metrics(QueenHttpRequest *req)
 	initStringInfo(&buf);
 	queen_metrics_render(&buf);
 	queen_http_stats(queen_http, &stats);
-	appendStringInfo(&buf,
-					 "# HELP queen_http_connections_open HTTP connections open on this listener.\n"
-					 "# TYPE queen_http_connections_open gauge\n"
-					 "queen_http_connections_open{listener=\"%d\"} " UINT64_FORMAT "\n"
-					 "# HELP queen_http_rejected_total Requests refused by the HTTP layer (malformed, too large).\n"
-					 "# TYPE queen_http_rejected_total counter\n"
-					 "queen_http_rejected_total{listener=\"%d\"} " UINT64_FORMAT "\n"
-					 "# HELP queen_http_requests_waiting Requests waiting for the shards' verdicts on this listener.\n"
-					 "# TYPE queen_http_requests_waiting gauge\n"
-					 "queen_http_requests_waiting{listener=\"%d\"} %ld\n"
-					 "# HELP queen_http_requests_busy Requests handed to the handler and not yet answered, or with output unsent.\n"
-					 "# TYPE queen_http_requests_busy gauge\n"
-					 "queen_http_requests_busy{listener=\"%d\"} %d\n",
-					 queen_listener_index, stats.open,
-					 queen_listener_index, stats.rejected,
-					 queen_listener_index, hash_get_num_entries(queen_pending),
+	/* this listener's own state, labelled with its index */
+	queen_metric(&buf, "queen_http_connections_open", "gauge",
+				 "HTTP connections open on this listener.");
+	appendStringInfo(&buf, "queen_http_connections_open{listener=\"%d\"} " UINT64_FORMAT "\n",
+					 queen_listener_index, stats.open);
+	queen_metric(&buf, "queen_http_rejected_total", "counter",
+				 "Requests refused by the HTTP layer (malformed, too large).");
+	appendStringInfo(&buf, "queen_http_rejected_total{listener=\"%d\"} " UINT64_FORMAT "\n",
+					 queen_listener_index, stats.rejected);
+	queen_metric(&buf, "queen_http_requests_waiting", "gauge",
+				 "Requests waiting for the shards' verdicts on this listener.");
+	appendStringInfo(&buf, "queen_http_requests_waiting{listener=\"%d\"} %ld\n",
+					 queen_listener_index, hash_get_num_entries(queen_pending));
+	queen_metric(&buf, "queen_http_requests_busy", "gauge",
+				 "Requests handed to the handler and not yet answered, or with output unsent.");
+	appendStringInfo(&buf, "queen_http_requests_busy{listener=\"%d\"} %d\n",
 					 queen_listener_index, queen_http_busy(queen_http));
 	MemoryContextSwitchTo(old);
 	queen_http_respond(req, 200, "text/plain; version=0.0.4", buf.data, buf.len, NULL);
@@ -995,6 +992,7 @@ queen_listener_main(Datum arg)
 	 * UTF8 database the shards store into (CREATE EXTENSION insists on it).
 	 */
 	SetDatabaseEncoding(PG_UTF8);
+	(void) queen_uuid_parse(QUEEN_DEFAULT_TENANT, &queen_listener_tenant);
 
 	queen_listener_cxt = AllocSetContextCreate(TopMemoryContext, "queen listener",
 											   ALLOCSET_DEFAULT_SIZES);

@@ -27,10 +27,28 @@ queen_cmp_float(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void
+/* The HELP and TYPE lines of a family; its samples follow. */
+void
 queen_metric(StringInfo out, const char *name, const char *type, const char *help)
 {
 	appendStringInfo(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A family with one unlabelled sample. */
+static void
+queen_metric_u64(StringInfo out, const char *name, const char *type, const char *help,
+				 uint64 value)
+{
+	queen_metric(out, name, type, help);
+	appendStringInfo(out, "%s " UINT64_FORMAT "\n", name, value);
+}
+
+static void
+queen_metric_real(StringInfo out, const char *name, const char *type, const char *help,
+				  int decimals, double value)
+{
+	queen_metric(out, name, type, help);
+	appendStringInfo(out, "%s %.*f\n", name, decimals, value);
 }
 
 void
@@ -59,21 +77,21 @@ queen_metrics_render(StringInfo out)
 	shrinks = pool->shrinks;
 	SpinLockRelease(&pool->mutex);
 
-	queen_metric(out, "queen_uptime_seconds", "gauge", "Seconds since the broker's shared memory was set up.");
-	appendStringInfo(out, "queen_uptime_seconds %.0f\n",
-					 (double) (GetCurrentTimestamp() - started) / USECS_PER_SEC);
+	queen_metric_real(out, "queen_uptime_seconds", "gauge",
+					  "Seconds since the broker's shared memory was set up.",
+					  0, (double) (GetCurrentTimestamp() - started) / USECS_PER_SEC);
 
-	queen_metric(out, "queen_process_push_requests_total", "counter", "Push requests accepted (valid bodies).");
-	appendStringInfo(out, "queen_process_push_requests_total " UINT64_FORMAT "\n",
+	queen_metric_u64(out, "queen_process_push_requests_total", "counter",
+					 "Push requests accepted (valid bodies).",
 					 pg_atomic_read_u64(&m->push_requests));
-	queen_metric(out, "queen_process_push_messages_total", "counter", "Items in accepted push requests.");
-	appendStringInfo(out, "queen_process_push_messages_total " UINT64_FORMAT "\n",
+	queen_metric_u64(out, "queen_process_push_messages_total", "counter",
+					 "Items in accepted push requests.",
 					 pg_atomic_read_u64(&m->push_messages));
-	queen_metric(out, "queen_push_rejected_total", "counter", "Push requests answered 400.");
-	appendStringInfo(out, "queen_push_rejected_total " UINT64_FORMAT "\n",
+	queen_metric_u64(out, "queen_push_rejected_total", "counter",
+					 "Push requests answered 400.",
 					 pg_atomic_read_u64(&m->push_rejected));
-	queen_metric(out, "queen_http_requests_total", "counter", "HTTP requests routed by the listeners.");
-	appendStringInfo(out, "queen_http_requests_total " UINT64_FORMAT "\n",
+	queen_metric_u64(out, "queen_http_requests_total", "counter",
+					 "HTTP requests routed by the listeners.",
 					 pg_atomic_read_u64(&m->http_requests));
 
 	queen_metric(out, "queen_push_frames_total", "counter", "Frames that reached a shard, by verdict.");
@@ -84,10 +102,11 @@ queen_metrics_render(StringInfo out)
 	appendStringInfo(out, "queen_push_frames_total{status=\"failed\"} " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&m->failed));
 
-	queen_metric(out, "queen_bundles_committed_total", "counter", "Bundle transactions committed by the fusion shards.");
-	appendStringInfo(out, "queen_bundles_committed_total " UINT64_FORMAT "\n", commits);
-	queen_metric(out, "queen_bundle_failures_total", "counter", "Bundle transactions that failed and were rolled back.");
-	appendStringInfo(out, "queen_bundle_failures_total " UINT64_FORMAT "\n",
+	queen_metric_u64(out, "queen_bundles_committed_total", "counter",
+					 "Bundle transactions committed by the fusion shards.",
+					 commits);
+	queen_metric_u64(out, "queen_bundle_failures_total", "counter",
+					 "Bundle transactions that failed and were rolled back.",
 					 pg_atomic_read_u64(&m->bundle_failures));
 	queen_metric(out, "queen_batches_fired_total", "counter", "Segments written by committed bundles (Queen counts one batch per segment).");
 	appendStringInfo(out, "queen_batches_fired_total{op=\"push\"} " UINT64_FORMAT "\n", segments);
@@ -96,15 +115,15 @@ queen_metrics_render(StringInfo out)
 	queen_metric(out, "queen_fusion_items_per_batch", "gauge", "Lifetime messages per segment.");
 	appendStringInfo(out, "queen_fusion_items_per_batch{op=\"push\"} %.2f\n",
 					 segments ? (double) items / segments : 0.0);
-	queen_metric(out, "queen_segments_per_commit", "gauge", "Lifetime segments per bundle transaction: partitions sharing one commit.");
-	appendStringInfo(out, "queen_segments_per_commit %.2f\n",
-					 commits ? (double) segments / commits : 0.0);
-	queen_metric(out, "queen_bundle_exec_seconds_total", "counter", "Time bundles spent in their statements, before COMMIT.");
-	appendStringInfo(out, "queen_bundle_exec_seconds_total %.6f\n",
-					 (double) pg_atomic_read_u64(&m->exec_us) / USECS_PER_SEC);
-	queen_metric(out, "queen_bundle_commit_seconds_total", "counter", "Time bundles spent in COMMIT, WAL flush wait included.");
-	appendStringInfo(out, "queen_bundle_commit_seconds_total %.6f\n",
-					 (double) pg_atomic_read_u64(&m->commit_us) / USECS_PER_SEC);
+	queen_metric_real(out, "queen_segments_per_commit", "gauge",
+					  "Lifetime segments per bundle transaction: partitions sharing one commit.",
+					  2, commits ? (double) segments / commits : 0.0);
+	queen_metric_real(out, "queen_bundle_exec_seconds_total", "counter",
+					  "Time bundles spent in their statements, before COMMIT.",
+					  6, (double) pg_atomic_read_u64(&m->exec_us) / USECS_PER_SEC);
+	queen_metric_real(out, "queen_bundle_commit_seconds_total", "counter",
+					  "Time bundles spent in COMMIT, WAL flush wait included.",
+					  6, (double) pg_atomic_read_u64(&m->commit_us) / USECS_PER_SEC);
 
 	if (nrtt > 0)
 	{
@@ -116,16 +135,21 @@ queen_metrics_render(StringInfo out)
 						 rtts[Min(nrtt - 1, (int) (nrtt * 0.99))]);
 	}
 
-	queen_metric(out, "queen_push_permits_limit", "gauge", "Current limit of the shared push permit pool.");
-	appendStringInfo(out, "queen_push_permits_limit %u\n", pg_atomic_read_u32(&pool->limit));
-	queen_metric(out, "queen_seg_push_vegas_limit", "gauge", "Same as queen_push_permits_limit, under Queen's name.");
-	appendStringInfo(out, "queen_seg_push_vegas_limit %u\n", pg_atomic_read_u32(&pool->limit));
-	queen_metric(out, "queen_push_permits_inflight", "gauge", "Push permits held (bundles in flight).");
-	appendStringInfo(out, "queen_push_permits_inflight %u\n", pg_atomic_read_u32(&pool->inflight));
-	queen_metric(out, "queen_push_permits_naive_limit", "gauge", "Where textbook Vegas on whole round trips would have put the limit (shadow, not used).");
-	appendStringInfo(out, "queen_push_permits_naive_limit %.0f\n", naive_limit);
-	queen_metric(out, "queen_push_permits_queue_estimate", "gauge", "Last queue estimate of the permit law, in bundles.");
-	appendStringInfo(out, "queen_push_permits_queue_estimate %.2f\n", queue_estimate);
+	queen_metric_u64(out, "queen_push_permits_limit", "gauge",
+					 "Current limit of the shared push permit pool.",
+					 pg_atomic_read_u32(&pool->limit));
+	queen_metric_u64(out, "queen_seg_push_vegas_limit", "gauge",
+					 "Same as queen_push_permits_limit, under Queen's name.",
+					 pg_atomic_read_u32(&pool->limit));
+	queen_metric_u64(out, "queen_push_permits_inflight", "gauge",
+					 "Push permits held (bundles in flight).",
+					 pg_atomic_read_u32(&pool->inflight));
+	queen_metric_real(out, "queen_push_permits_naive_limit", "gauge",
+					  "Where textbook Vegas on whole round trips would have put the limit (shadow, not used).",
+					  0, naive_limit);
+	queen_metric_real(out, "queen_push_permits_queue_estimate", "gauge",
+					  "Last queue estimate of the permit law, in bundles.",
+					  2, queue_estimate);
 	queen_metric(out, "queen_push_permits_adjustments_total", "counter", "Steps the permit law took.");
 	appendStringInfo(out, "queen_push_permits_adjustments_total{direction=\"grow\"} " UINT64_FORMAT "\n", grows);
 	appendStringInfo(out, "queen_push_permits_adjustments_total{direction=\"shrink\"} " UINT64_FORMAT "\n", shrinks);
