@@ -188,10 +188,34 @@ queen_register(QueenPendingKind kind, QueenHttpRequest *http, QueenPushRequest *
 	return id;
 }
 
+/*
+ * Take a request out of the pending table to answer it.  The entry's memory
+ * goes back to the table, so the caller gets a copy.
+ */
+static QueenPending
+queen_pending_take(QueenPending *p)
+{
+	QueenPending copy = *p;
+
+	hash_search(queen_pending, &copy.id, HASH_REMOVE, NULL);
+	return copy;
+}
+
 /* ----------------------------------------------------------------
  *		POST /api/v1/push
  * ----------------------------------------------------------------
  */
+
+/*
+ * A group of a push is answered.  Items with no verdict of their own render
+ * as failed, so a group answered without one needs nothing more.
+ */
+static void
+queen_group_answered(QueenPushRequest *r, QueenReqGroup *g)
+{
+	g->answered = true;
+	r->waiting--;
+}
 
 static void
 queen_push_render(QueenPending *p)
@@ -221,13 +245,12 @@ queen_push_render(QueenPending *p)
 		if (r->leader[i] >= 0)
 		{
 			/* a follower copies its leader's final id, as a duplicate */
-			uint8		ls = r->status[r->leader[i]];
-
-			status = ls == QUEEN_VERDICT_FAILED ? QUEEN_VERDICT_FAILED : QUEEN_VERDICT_DUPLICATE;
+			status = r->status[r->leader[i]] ? QUEEN_VERDICT_DUPLICATE : QUEEN_VERDICT_FAILED;
 			id = &r->ids[r->leader[i]];
 		}
 		else
 		{
+			/* no verdict: the group failed or its shard was not there */
 			status = r->status[i] ? r->status[i] : QUEEN_VERDICT_FAILED;
 			id = &r->ids[i];
 		}
@@ -311,6 +334,7 @@ queen_handle_push(QueenHttpRequest *req)
 	}
 	r->ngroups = queen_group_items(keys, r->nitems, r->leader, &members, &nmembers);
 	r->groups = palloc0(sizeof(QueenReqGroup) * r->ngroups);
+	r->waiting = r->ngroups;
 	for (i = 0; i < r->ngroups; i++)
 	{
 		r->groups[i].items = members[i];
@@ -333,10 +357,8 @@ queen_handle_push(QueenHttpRequest *req)
 								  queen_broker->nshards);
 		if (!queen_shard_ready(g->shard))
 		{
-			g->answered = true;
 			r->unavailable++;
-			for (k = 0; k < g->nitems; k++)
-				r->status[g->items[k]] = QUEEN_VERDICT_FAILED;
+			queen_group_answered(r, g);
 			continue;
 		}
 
@@ -364,15 +386,13 @@ queen_handle_push(QueenHttpRequest *req)
 			queen_frame_append(msg, &frame);
 		}
 		queen_send_to_shard(g->shard, msg);
-		r->waiting++;
 	}
 
 	if (r->waiting == 0)
 	{
-		QueenPending copy = *p;
+		QueenPending done = queen_pending_take(p);
 
-		hash_search(queen_pending, &id, HASH_REMOVE, NULL);
-		queen_push_render(&copy);
+		queen_push_render(&done);
 	}
 }
 
@@ -401,30 +421,22 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 			 queen_listener_index, nframes, g->nitems);
 		outcome = QUEEN_GROUP_FAILED;
 	}
-	for (k = 0; k < (uint32) g->nitems; k++)
+	for (k = 0; outcome == QUEEN_GROUP_DONE && k < (uint32) g->nitems; k++)
 	{
 		int			it = g->items[k];
+		uint8		status = queen_msg_get_u8(m);
+		const char *idp = queen_msg_get(m, UUID_LEN);
 
-		if (outcome == QUEEN_GROUP_DONE)
+		/* anything else stays without a verdict and renders failed */
+		if (!m->bad && (status == QUEEN_VERDICT_QUEUED || status == QUEEN_VERDICT_DUPLICATE))
 		{
-			uint8		status = queen_msg_get_u8(m);
-			const char *idp = queen_msg_get(m, UUID_LEN);
-
-			if (m->bad || (status != QUEEN_VERDICT_QUEUED && status != QUEEN_VERDICT_DUPLICATE))
-			{
-				r->status[it] = QUEEN_VERDICT_FAILED;
-				continue;
-			}
 			r->status[it] = status;
 			memcpy(r->ids[it].data, idp, UUID_LEN);
 		}
-		else
-			r->status[it] = QUEEN_VERDICT_FAILED;
 	}
 	if (outcome == QUEEN_GROUP_UNAVAILABLE)
 		r->unavailable++;
-	g->answered = true;
-	r->waiting--;
+	queen_group_answered(r, g);
 }
 
 /* Fail every group (and control request) still waiting on a restarted shard. */
@@ -450,17 +462,8 @@ queen_fail_shard(int shard)
 			int			i;
 
 			for (i = 0; i < r->ngroups; i++)
-			{
-				QueenReqGroup *g = &r->groups[i];
-				int			k;
-
-				if (g->answered || g->shard != shard)
-					continue;
-				for (k = 0; k < g->nitems; k++)
-					r->status[g->items[k]] = QUEEN_VERDICT_FAILED;
-				g->answered = true;
-				r->waiting--;
-			}
+				if (!r->groups[i].answered && r->groups[i].shard == shard)
+					queen_group_answered(r, &r->groups[i]);
 			if (r->waiting == 0)
 				done = lappend(done, p);
 		}
@@ -468,14 +471,12 @@ queen_fail_shard(int shard)
 
 	foreach(lc, done)
 	{
-		QueenPending *d = (QueenPending *) lfirst(lc);
-		QueenPending copy = *d;
+		QueenPending d = queen_pending_take((QueenPending *) lfirst(lc));
 
-		hash_search(queen_pending, &copy.id, HASH_REMOVE, NULL);
-		if (copy.kind == QUEEN_PENDING_PUSH)
-			queen_push_render(&copy);
+		if (d.kind == QUEEN_PENDING_PUSH)
+			queen_push_render(&d);
 		else
-			queen_respond_error(copy.http, 503,
+			queen_respond_error(d.http, 503,
 								psprintf("the broker's shard %d restarted before answering", shard));
 	}
 	list_free(done);
@@ -828,18 +829,16 @@ queen_drain_verdicts(void)
 				queen_apply_verdict(p, &m);
 				if (p->push->waiting == 0)
 				{
-					QueenPending copy = *p;
+					QueenPending done = queen_pending_take(p);
 
-					hash_search(queen_pending, &id, HASH_REMOVE, NULL);
-					queen_push_render(&copy);
+					queen_push_render(&done);
 				}
 			}
 			else if (type == QUEEN_MSG_REPLY && p->kind == QUEEN_PENDING_CONTROL)
 			{
-				QueenPending copy = *p;
+				QueenPending done = queen_pending_take(p);
 
-				hash_search(queen_pending, &id, HASH_REMOVE, NULL);
-				queen_take_reply(&copy, &m);
+				queen_take_reply(&done, &m);
 			}
 			else
 				elog(LOG, "queen listener %d: dropped an unexpected message of type %d",
@@ -898,21 +897,13 @@ queen_abandon_pending(void)
 		all = lappend(all, p);
 	foreach(lc, all)
 	{
-		QueenPending copy = *(QueenPending *) lfirst(lc);
+		QueenPending d = queen_pending_take((QueenPending *) lfirst(lc));
 
-		hash_search(queen_pending, &copy.id, HASH_REMOVE, NULL);
-		if (copy.kind == QUEEN_PENDING_PUSH)
-		{
-			QueenPushRequest *r = copy.push;
-			int			i;
-
-			for (i = 0; i < r->nitems; i++)
-				if (r->status[i] == 0)
-					r->status[i] = QUEEN_VERDICT_FAILED;
-			queen_push_render(&copy);
-		}
+		/* items still without a verdict render failed */
+		if (d.kind == QUEEN_PENDING_PUSH)
+			queen_push_render(&d);
 		else
-			queen_respond_error(copy.http, 503, "the broker is shutting down");
+			queen_respond_error(d.http, 503, "the broker is shutting down");
 	}
 	list_free(all);
 }
