@@ -419,22 +419,14 @@ typedef struct QueenPidEntry
 static MemoryContext queen_pid_cxt = NULL;
 static HTAB *queen_pid_cache = NULL;
 
-/*
- * The identity bytes of a segment's partition: tenant, queue, 0x1F,
- * partition.  Names cannot contain 0x1F (validated), so this is unambiguous.
- */
+/* The identity bytes of a segment's partition (validated names). */
 static char *
 queen_pid_ident(const QueenSegment *seg, Size *len)
 {
-	Size		qlen = strlen(seg->queue);
-	Size		plen = strlen(seg->partition);
-	char	   *buf = palloc(UUID_LEN + qlen + 1 + plen);
+	char	   *buf = palloc(QUEEN_IDENT_MAX);
 
-	memcpy(buf, seg->tenant.data, UUID_LEN);
-	memcpy(buf + UUID_LEN, seg->queue, qlen);
-	buf[UUID_LEN + qlen] = 0x1F;
-	memcpy(buf + UUID_LEN + qlen + 1, seg->partition, plen);
-	*len = UUID_LEN + qlen + 1 + plen;
+	*len = queen_partition_ident(buf, &seg->tenant, seg->queue, strlen(seg->queue),
+								 seg->partition, strlen(seg->partition));
 	return buf;
 }
 

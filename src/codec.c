@@ -342,6 +342,24 @@ queen_txn_hash(const char *txn, size_t len, uint8 *out)
 	memcpy(out, canon.digest, QUEEN_HASH_LEN);
 }
 
+/*
+ * The bytes that identify a partition everywhere a key is needed (the
+ * broker's shard choice and groups, the allocator's id cache): tenant,
+ * queue, 0x1F, partition.  Names cannot contain 0x1F (validated), so it is
+ * unambiguous.  out must hold QUEEN_IDENT_MAX bytes; returns the length.
+ */
+size_t
+queen_partition_ident(char *out, const pg_uuid_t *tenant, const char *queue,
+					  size_t qlen, const char *partition, size_t plen)
+{
+	Assert(qlen <= QUEEN_MAX_NAME_BYTES && plen <= QUEEN_MAX_NAME_BYTES);
+	memcpy(out, tenant->data, UUID_LEN);
+	memcpy(out + UUID_LEN, queue, qlen);
+	out[UUID_LEN + qlen] = 0x1F;
+	memcpy(out + UUID_LEN + qlen + 1, partition, plen);
+	return UUID_LEN + qlen + 1 + plen;
+}
+
 /* Random bytes are drawn in blocks: one pg_strong_random call per 25 ids. */
 static uint8 queen_random_pool[256];
 static int	queen_random_left = 0;

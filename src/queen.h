@@ -82,6 +82,12 @@ extern const char *queen_decompress(const char *data, size_t len,
 									StringInfo out);
 
 extern void queen_txn_hash(const char *txn, size_t len, uint8 *out);
+
+/* Longest identity of a partition: tenant, queue, 0x1F, partition. */
+#define QUEEN_IDENT_MAX		(UUID_LEN + 2 * QUEEN_MAX_NAME_BYTES + 1)
+extern size_t queen_partition_ident(char *out, const pg_uuid_t *tenant,
+									const char *queue, size_t qlen,
+									const char *partition, size_t plen);
 extern void queen_uuid_v7(pg_uuid_t *out);
 extern void queen_uuid_format(const pg_uuid_t *uuid, char *out);
 extern bool queen_uuid_parse(const char *text, pg_uuid_t *out);

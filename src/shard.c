@@ -181,17 +181,13 @@ static QueenShardGroup *
 queen_group_lookup(const pg_uuid_t *tenant, const char *queue, uint16 qlen,
 				   const char *partition, uint16 plen)
 {
-	char		stack[UUID_LEN + 2 * QUEEN_MAX_NAME_BYTES + 1];
+	char		stack[QUEEN_IDENT_MAX];
 	QueenGroupKey key;
 	QueenShardGroup *g;
 	bool		found;
 
-	memcpy(stack, tenant->data, UUID_LEN);
-	memcpy(stack + UUID_LEN, queue, qlen);
-	stack[UUID_LEN + qlen] = 0x1f;
-	memcpy(stack + UUID_LEN + qlen + 1, partition, plen);
 	key.bytes = stack;
-	key.len = UUID_LEN + qlen + 1 + plen;
+	key.len = queen_partition_ident(stack, tenant, queue, qlen, partition, plen);
 
 	g = (QueenShardGroup *) hash_search(queen_groups, &key, HASH_ENTER, &found);
 	if (!found)

@@ -214,24 +214,21 @@ queen_worker_wake(QueenWorkerSlot *slot)
 }
 
 /*
- * Which shard owns (tenant, queue, partition): FNV-1a 64 over the tenant,
- * the queue and the partition, as Queen's fusion keys shards (tenant
+ * Which shard owns (tenant, queue, partition): FNV-1a 64 over the
+ * partition's identity bytes, as Queen's fusion keys shards (tenant
  * included, so tenants never share segments).
  */
 int
 queen_shard_of(const pg_uuid_t *tenant, const char *queue, Size qlen,
 			   const char *partition, Size plen, int nshards)
 {
+	char		ident[QUEEN_IDENT_MAX];
+	Size		len = queen_partition_ident(ident, tenant, queue, qlen, partition, plen);
 	uint64		h = UINT64CONST(0xcbf29ce484222325);
 	Size		i;
 
-	for (i = 0; i < UUID_LEN; i++)
-		h = (h ^ tenant->data[i]) * UINT64CONST(0x100000001b3);
-	for (i = 0; i < qlen; i++)
-		h = (h ^ (unsigned char) queue[i]) * UINT64CONST(0x100000001b3);
-	h = (h ^ 0x1f) * UINT64CONST(0x100000001b3);
-	for (i = 0; i < plen; i++)
-		h = (h ^ (unsigned char) partition[i]) * UINT64CONST(0x100000001b3);
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char) ident[i]) * UINT64CONST(0x100000001b3);
 	return (int) (h % (uint64) nshards);
 }
 
