@@ -27,13 +27,6 @@
 PG_FUNCTION_INFO_V1(queen_push_one);
 PG_FUNCTION_INFO_V1(queen_push_items);
 
-typedef enum QueenItemStatus
-{
-	QUEEN_ITEM_PENDING = 0,
-	QUEEN_ITEM_QUEUED,
-	QUEEN_ITEM_DUPLICATE
-} QueenItemStatus;
-
 /* One item of a push call. */
 typedef struct QueenPushItem
 {
@@ -48,11 +41,10 @@ typedef struct QueenPushItem
 	pg_uuid_t	message_id;		/* minted; a duplicate's becomes the original's */
 	uint8		hash[QUEEN_HASH_LEN];
 	int			leader;			/* item whose verdict this one copies, or -1 */
-	QueenItemStatus status;
+	QueenSegmentStatus status;	/* the verdict of the frame it became */
 	int64		log_offset;		/* -1: unknown */
 	TimestampTz created_at;
 	bool		created_known;
-	pg_uuid_t	partition_id;	/* for duplicates: where the original lives */
 } QueenPushItem;
 
 /*
@@ -127,7 +119,7 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 		}
 		queen_txn_hash(item->txn, strlen(item->txn), item->hash);
 		item->leader = -1;
-		item->status = QUEEN_ITEM_PENDING;
+		item->status = QUEEN_SEGMENT_PENDING;
 		item->log_offset = -1;
 		item->created_known = false;
 	}
@@ -205,13 +197,11 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 			QueenPushItem *item = &items[group_items[i][k]];
 			QueenBundleFrame *f = &g->frames[k];
 
-			item->status = f->status == QUEEN_SEGMENT_QUEUED ?
-				QUEEN_ITEM_QUEUED : QUEEN_ITEM_DUPLICATE;
+			item->status = f->status;
 			item->message_id = f->message_id;
 			item->log_offset = f->offset;
 			item->created_at = f->created_at;
 			item->created_known = f->created_known;
-			item->partition_id = g->partition_id;
 		}
 	}
 
@@ -224,7 +214,7 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 		if (item->leader < 0)
 			continue;
 		leader = &items[item->leader];
-		item->status = QUEEN_ITEM_DUPLICATE;
+		item->status = QUEEN_SEGMENT_DUPLICATE;
 		item->message_id = leader->message_id;
 		item->log_offset = leader->log_offset;
 		item->created_at = leader->created_at;
@@ -251,7 +241,7 @@ queen_result_tuple(TupleDesc desc, const QueenPushItem *item, int index)
 	values[2] = CStringGetTextDatum(item->txn);
 	values[3] = CStringGetTextDatum(item->queue);
 	values[4] = CStringGetTextDatum(item->partition);
-	values[5] = CStringGetTextDatum(item->status == QUEEN_ITEM_QUEUED ? "queued" : "duplicate");
+	values[5] = CStringGetTextDatum(item->status == QUEEN_SEGMENT_QUEUED ? "queued" : "duplicate");
 	values[6] = Int64GetDatum(item->log_offset);
 	nulls[6] = item->log_offset < 0;
 	values[7] = TimestampTzGetDatum(item->created_at);
