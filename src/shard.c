@@ -313,16 +313,23 @@ queen_answer_send(int listener, StringInfo msg)
 	queen_ring_send(&queen_writers[listener], msg);
 }
 
-/* A whole group answered without per-frame verdicts. */
-static void
-queen_answer_group(int listener, uint64 request, uint32 group, QueenGroupOutcome outcome)
+/* A verdict for one group of a request; nframes per-frame verdicts follow. */
+static StringInfo
+queen_verdict_new(uint64 request, uint32 group, QueenGroupOutcome outcome, uint32 nframes)
 {
 	StringInfo	msg = queen_answer_new(QUEEN_MSG_VERDICT, request);
 
 	queen_msg_put_u32(msg, group);
 	queen_msg_put_u8(msg, (uint8) outcome);
-	queen_msg_put_u32(msg, 0);
-	queen_answer_send(listener, msg);
+	queen_msg_put_u32(msg, nframes);
+	return msg;
+}
+
+/* A whole group answered without per-frame verdicts. */
+static void
+queen_answer_group(int listener, uint64 request, uint32 group, QueenGroupOutcome outcome)
+{
+	queen_answer_send(listener, queen_verdict_new(request, group, outcome, 0));
 }
 
 static void
@@ -613,10 +620,7 @@ queen_shard_route(QueenShardGroup *g, QueenBundleGroup *bg, QueenGroupOutcome ou
 			queen_answer_group(ct->listener, ct->request, ct->group, outcome);
 			continue;
 		}
-		msg = queen_answer_new(QUEEN_MSG_VERDICT, ct->request);
-		queen_msg_put_u32(msg, ct->group);
-		queen_msg_put_u8(msg, (uint8) QUEEN_GROUP_DONE);
-		queen_msg_put_u32(msg, (uint32) ct->count);
+		msg = queen_verdict_new(ct->request, ct->group, QUEEN_GROUP_DONE, (uint32) ct->count);
 		for (k = ct->first; k < ct->first + ct->count; k++)
 		{
 			QueenBundleFrame *f = &bg->frames[k];
