@@ -20,13 +20,10 @@ my $tmp = PostgreSQL::Test::Utils::tempdir;
 
 # ---- 100 clients, 1,000 partitions, known transactionIds -------------------------
 my $results = "$tmp/load.tsv";
-my ($out, $err) = ('', '');
-IPC::Run::run(
-	[ $load, '--port', $port, '--connections', 100, '--requests', 6000,
+my $summary = run_load(
+	$port, '--connections', 100, '--requests', 6000,
 	  '--partitions', 1000, '--queue', 'conc', '--txn-prefix', 'c',
-	  '--dup-every', 10, '--results', $results, '--timeout', 120 ],
-	'>', \$out, '2>', \$err) or die "queen-load failed: $err";
-my $summary = decode_json($out);
+	  '--dup-every', 10, '--results', $results, '--timeout', 120);
 is($summary->{http}{201}, 6000, 'all 6000 requests answered 201');
 is($summary->{errors}{reset} + $summary->{errors}{timeout} + $summary->{errors}{protocol}, 0,
 	'no connection errors');

@@ -8,11 +8,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
-use JSON::PP;
 use QueenHTTP;
 
-my $load = $ENV{QUEEN_LOAD} or plan skip_all => 'QUEEN_LOAD (bench/queen-load) not given';
+$ENV{QUEEN_LOAD} or plan skip_all => 'QUEEN_LOAD (bench/queen-load) not given';
 
 my ($node, $port) = start_broker(
 	name => 'listeners',
@@ -33,13 +31,10 @@ ok(wait_for(sub { my %p = listener_pids(); keys %p == 2 }), 'two listeners bound
 
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 my $results = "$tmp/load.tsv";
-my ($out, $err) = ('', '');
-IPC::Run::run(
-	[ $load, '--port', $port, '--connections', 48, '--requests', 3000,
+my $summary = run_load(
+	$port, '--connections', 48, '--requests', 3000,
 	  '--items', 3, '--partitions', 200, '--queue', 'two', '--txn-prefix', 'l',
-	  '--results', $results, '--timeout', 120 ],
-	'>', \$out, '2>', \$err) or die "queen-load failed: $err";
-my $summary = decode_json($out);
+	  '--results', $results, '--timeout', 120);
 is($summary->{http}{201}, 3000, 'all requests answered 201');
 
 my ($queued, $not_once, $wrong_id, $unanswered, $other) =

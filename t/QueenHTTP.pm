@@ -11,6 +11,7 @@ use Exporter 'import';
 use HTTP::Tiny;
 use IO::Socket::INET;
 use IO::Select;
+use IPC::Run;
 use JSON::PP;
 use Time::HiRes qw(time sleep);
 use PostgreSQL::Test::Cluster;
@@ -18,7 +19,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 our @EXPORT = qw(start_broker http_request http_json push_items wait_for
-  wait_healthy raw_exchange metric log_crashes broker_conf verify_results gapless);
+  wait_healthy raw_exchange metric log_crashes broker_conf verify_results gapless
+  run_load);
 
 my $json = JSON::PP->new->canonical;
 
@@ -167,6 +169,17 @@ sub log_crashes
 	my $log = slurp_file($node->logfile);
 	return grep { /terminated by signal|exited with exit code [^01]|server process .* was terminated|PANIC/ }
 	  split /\n/, $log;
+}
+
+# Run bench/queen-load (path in QUEEN_LOAD) against the broker on $port to
+# completion; returns its JSON summary, decoded.
+sub run_load
+{
+	my ($port, @args) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $ENV{QUEEN_LOAD}, '--port', $port, @args ], '>', \$out, '2>', \$err)
+	  or die "queen-load failed: $err";
+	return $json->decode($out);
 }
 
 # Check a bench/queen-load --results file against the tables: returns
