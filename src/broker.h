@@ -212,7 +212,11 @@ extern QueenRing *queen_verdict_ring(int shard, int listener);
 extern QueenWorkerSlot *queen_worker_begin(bool shard, int index);
 extern void queen_worker_set_state(QueenWorkerSlot *slot, QueenWorkerState state);
 extern QueenWorkerState queen_worker_state(QueenWorkerSlot *slot);
+extern bool queen_workers_all_in(QueenWorkerSlot *slots, int n, uint32 states);
 extern void queen_worker_wake(QueenWorkerSlot *slot);
+
+/* The states a worker shows once it has stopped taking new work. */
+#define QUEEN_WORKERS_GOING	((1U << QUEEN_WORKER_STOPPED) | (1U << QUEEN_WORKER_CLOSING))
 extern void queen_broker_log_config(const char *who);
 
 /* ----------------------------------------------------------------

@@ -506,25 +506,6 @@ queen_pick_shard(void)
 	return -1;
 }
 
-/* Are the shards shutting down too (a cluster shutdown rather than a signal to us alone)? */
-static bool
-queen_shards_stopping(void)
-{
-	bool		alive = false;
-	int			s;
-
-	for (s = 0; s < queen_broker->nshards; s++)
-	{
-		QueenWorkerState st = queen_worker_state(&queen_broker->shards[s]);
-
-		if (st == QUEEN_WORKER_CLOSING)
-			return true;
-		if (st != QUEEN_WORKER_STOPPED)
-			alive = true;
-	}
-	return !alive;
-}
-
 /* The first shard that is not serving, or -1 when all are. */
 static int
 queen_unready_shard(void)
@@ -1088,7 +1069,8 @@ queen_listener_main(Datum arg)
 				 * shards got the signal too and show it within the moment
 				 * waited above.
 				 */
-				if (!queen_shards_stopping())
+				if (!queen_workers_all_in(queen_broker->shards, queen_broker->nshards,
+										  QUEEN_WORKERS_GOING))
 				{
 					ereport(LOG,
 							(errmsg("queen listener %d: terminated while the broker runs; restarting",

@@ -865,33 +865,6 @@ queen_shard_has_ready(TimestampTz now, long *hold_ms)
 	return false;
 }
 
-/* Every listener gone (or never started): nothing more can arrive. */
-static bool
-queen_shard_listeners_gone(void)
-{
-	int			l;
-
-	for (l = 0; l < queen_broker->nlisteners; l++)
-		if (queen_worker_state(&queen_broker->listeners[l]) != QUEEN_WORKER_STOPPED)
-			return false;
-	return true;
-}
-
-/* Is the whole broker stopping (listeners closing too), or only this shard? */
-static bool
-queen_shard_broker_stopping(void)
-{
-	int			l;
-
-	for (l = 0; l < queen_broker->nlisteners; l++)
-	{
-		QueenWorkerState st = queen_worker_state(&queen_broker->listeners[l]);
-
-		if (st != QUEEN_WORKER_STOPPED && st != QUEEN_WORKER_CLOSING)
-			return false;
-	}
-	return true;
-}
 
 /*
  * Does queen.database exist?  Read with a plain heap scan of pg_database,
@@ -1076,7 +1049,9 @@ queen_shard_main(Datum arg)
 		{
 			bool		idle = dlist_is_empty(&queen_ready) && !queen_shard_answers_pending();
 
-			if (idle && queen_shard_listeners_gone())
+			/* every listener gone (or never started): nothing more can arrive */
+			if (idle && queen_workers_all_in(queen_broker->listeners, queen_broker->nlisteners,
+											 1U << QUEEN_WORKER_STOPPED))
 				break;
 
 			/*
@@ -1086,7 +1061,8 @@ queen_shard_main(Datum arg)
 			 * get the same signal at a cluster shutdown, so give them a
 			 * moment to show it before deciding.
 			 */
-			if (idle && !queen_shard_broker_stopping() &&
+			if (idle && !queen_workers_all_in(queen_broker->listeners, queen_broker->nlisteners,
+											  QUEEN_WORKERS_GOING) &&
 				TimestampDifferenceExceeds(closing_since, now, 500))
 			{
 				ereport(LOG,

@@ -204,6 +204,18 @@ queen_worker_state(QueenWorkerSlot *slot)
 	return (QueenWorkerState) pg_atomic_read_u32(&slot->state);
 }
 
+/* Is every one of n workers in one of the states (bits 1 << state)? */
+bool
+queen_workers_all_in(QueenWorkerSlot *slots, int n, uint32 states)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (((1U << queen_worker_state(&slots[i])) & states) == 0)
+			return false;
+	return true;
+}
+
 void
 queen_worker_wake(QueenWorkerSlot *slot)
 {
