@@ -28,6 +28,8 @@ OBJS = \
 	src/configure.o \
 	src/listener.o \
 	src/shard.o \
+	src/spool.o \
+	src/maintenance.o \
 	src/metrics.o
 
 # xxHash: XXH3-128 of transactionIds; zstd: segment compression;

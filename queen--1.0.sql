@@ -141,6 +141,18 @@ CREATE TABLE queen.log_txns (
 ALTER TABLE queen.log_txns ALTER COLUMN hashes SET STORAGE EXTERNAL;
 
 ------------------------------------------------------------------------------
+-- Spool files the broker's maintenance worker has committed (src/maintenance.c).
+-- The row is written in the same transaction as the file's items, so a file
+-- whose deletion a crash interrupted is never replayed twice, whatever the
+-- queues' dedup windows.  Rows older than a day are removed.
+------------------------------------------------------------------------------
+CREATE TABLE queen.spool_drained (
+	file		text PRIMARY KEY,
+	items		bigint NOT NULL,
+	drained_at	timestamptz NOT NULL DEFAULT now()
+);
+
+------------------------------------------------------------------------------
 -- The allocator (src/alloc.c, src/alloc_sql.c)
 ------------------------------------------------------------------------------
 CREATE FUNCTION queen.log_push_one_v1(

@@ -62,6 +62,9 @@ extern int	queen_http_idle_timeout_ms;
 extern int	queen_push_permits_min;
 extern int	queen_push_permits_initial;
 extern int	queen_push_permits_max;
+extern char *queen_spool_directory;
+extern int	queen_push_statement_timeout_ms;
+extern bool queen_maintenance_mode_setting;
 
 /* ----------------------------------------------------------------
  *		Rings (ring.c)
@@ -143,8 +146,16 @@ typedef struct QueenWorkerSlot
 	pg_atomic_uint32 incarnation;	/* bumped at every start */
 	int			pid;
 	Latch	   *latch;
-	bool		connect_attempted;	/* shard: last start tried the database */
+	bool		connect_attempted;	/* last start tried the database */
 } QueenWorkerSlot;
+
+/* The three kinds of broker worker. */
+typedef enum QueenWorkerKind
+{
+	QUEEN_LISTENER,
+	QUEEN_SHARD,
+	QUEEN_MAINTENANCE
+} QueenWorkerKind;
 
 /* Counters shown on /metrics/prometheus. */
 typedef struct QueenMetrics
@@ -191,14 +202,39 @@ typedef struct QueenPermitPool
 	float		rtt_ms[256];
 } QueenPermitPool;
 
+/*
+ * The spool's shared state (spool.c, maintenance.c).  The maintenance flag
+ * is authoritative here; the state file in the spool directory keeps it
+ * across restarts.  The gauges are written by the maintenance worker.
+ */
+typedef struct QueenSpoolShared
+{
+	pg_atomic_uint32 maintenance;	/* pushes go to the spool */
+	pg_atomic_uint32 setting_seen;	/* queen.maintenance_mode last applied */
+	pg_atomic_uint32 db_healthy;	/* the last drain attempt worked */
+	pg_atomic_uint64 pending;	/* items spooled, not yet drained */
+	pg_atomic_uint64 failed_files;	/* files in failed/ */
+	pg_atomic_uint64 failed_bytes;
+	pg_atomic_uint64 items_written;
+	pg_atomic_uint64 write_failures;
+	pg_atomic_uint64 items_drained;
+	pg_atomic_uint64 items_dropped;	/* replayed as duplicates */
+	pg_atomic_uint64 files_drained;
+	pg_atomic_uint64 records_damaged;
+	pg_atomic_uint64 statement_timeouts;
+	pg_atomic_uint32 active_items[QUEEN_MAX_SHARDS];	/* in each shard's open file */
+} QueenSpoolShared;
+
 typedef struct QueenBrokerShared
 {
 	int			nlisteners;
 	int			nshards;
 	QueenWorkerSlot listeners[QUEEN_MAX_LISTENERS];
 	QueenWorkerSlot shards[QUEEN_MAX_SHARDS];
+	QueenWorkerSlot maintenance;
 	QueenMetrics metrics;
 	QueenPermitPool permits;
+	QueenSpoolShared spool;
 	/* ring offsets from the start of this struct */
 	Size		submit_off[QUEEN_MAX_LISTENERS][QUEEN_MAX_SHARDS];
 	Size		verdict_off[QUEEN_MAX_SHARDS][QUEEN_MAX_LISTENERS];
@@ -209,7 +245,10 @@ extern QueenBrokerShared *queen_broker;
 extern void queen_broker_preload(void);
 extern QueenRing *queen_submit_ring(int listener, int shard);
 extern QueenRing *queen_verdict_ring(int shard, int listener);
-extern QueenWorkerSlot *queen_worker_begin(bool shard, int index);
+extern QueenWorkerSlot *queen_worker_begin(QueenWorkerKind kind, int index);
+extern void queen_worker_connect(QueenWorkerSlot *slot, const char *who);
+extern void queen_statement_timeout_start(void);
+extern void queen_statement_timeout_stop(bool check);
 extern void queen_worker_set_state(QueenWorkerSlot *slot, QueenWorkerState state);
 extern QueenWorkerState queen_worker_state(QueenWorkerSlot *slot);
 extern bool queen_workers_all_in(QueenWorkerSlot *slots, int n, uint32 states);
@@ -255,7 +294,8 @@ typedef enum QueenGroupOutcome
 {
 	QUEEN_GROUP_DONE = 0,		/* per-frame statuses follow */
 	QUEEN_GROUP_FAILED,			/* the bundle's transaction failed */
-	QUEEN_GROUP_UNAVAILABLE		/* database or extension not there */
+	QUEEN_GROUP_UNAVAILABLE,	/* database or extension not there */
+	QUEEN_GROUP_SPOOL_FAILED	/* maintenance mode, and the spool failed */
 } QueenGroupOutcome;
 
 /* Per-frame status in a verdict. */
@@ -263,7 +303,8 @@ typedef enum QueenFrameVerdict
 {
 	QUEEN_VERDICT_QUEUED = 1,
 	QUEEN_VERDICT_DUPLICATE,
-	QUEEN_VERDICT_FAILED
+	QUEEN_VERDICT_FAILED,
+	QUEEN_VERDICT_BUFFERED		/* on disk in the spool, committed later */
 } QueenFrameVerdict;
 
 /* Cursor over a received message. */
@@ -303,6 +344,7 @@ extern void queen_permits_reconfigure(void);
  */
 extern PGDLLEXPORT void queen_listener_main(Datum arg);
 extern PGDLLEXPORT void queen_shard_main(Datum arg);
+extern PGDLLEXPORT void queen_maintenance_main(Datum arg);
 extern void queen_metrics_render(StringInfo out);
 extern void queen_metric(StringInfo out, const char *name, const char *type, const char *help);
 extern void queen_metrics_bundle_summary(void);
@@ -310,5 +352,52 @@ extern void queen_health_json(StringInfo out, bool connected, const char *error)
 
 extern int	queen_shard_of(const pg_uuid_t *tenant, const char *queue, Size qlen,
 						   const char *partition, Size plen, int nshards);
+
+/* ----------------------------------------------------------------
+ *		The disk spool (spool.c) and maintenance mode (maintenance.c)
+ * ----------------------------------------------------------------
+ */
+
+/* One record of a spool file: a partition's frames from one flush. */
+typedef struct QueenSpoolRecord
+{
+	pg_uuid_t	tenant;
+	const char *queue;
+	uint16		qlen;
+	const char *partition;
+	uint16		plen;
+	uint32		nframes;
+	const char *frames;
+	Size		frames_len;
+} QueenSpoolRecord;
+
+typedef enum QueenSpoolStep
+{
+	QUEEN_SPOOL_RECORD,			/* an intact record */
+	QUEEN_SPOOL_DAMAGED,		/* a record that fails its checksum; skipped */
+	QUEEN_SPOOL_TRUNCATED,		/* the rest of the file cannot be read */
+	QUEEN_SPOOL_END
+} QueenSpoolStep;
+
+extern void queen_spool_append_record(StringInfo buf, const QueenSpoolRecord *rec);
+extern bool queen_spool_write(StringInfo records, int items, int shard, char **why);
+extern void queen_spool_finish(int shard);
+extern long queen_spool_idle(int shard, TimestampTz now);
+extern void queen_spool_recover(int shard, int nshards);
+extern QueenSpoolStep queen_spool_next(const char *data, Size len, Size *pos,
+									   QueenSpoolRecord *rec, Size *bad_start);
+extern char *queen_spool_read_file(const char *path, Size *len, char **why);
+extern bool queen_spool_sync_dir(const char *dir, char **why);
+extern bool queen_spool_ensure_dir(const char *dir, char **why);
+extern char *queen_spool_path(const char *name);
+extern List *queen_spool_list(uint64 *items);
+extern uint64 queen_spool_file_items(const char *name);
+extern void queen_spool_failed_stats(uint64 *files, uint64 *bytes);
+extern bool queen_spool_quarantine(const char *name, const char *data, Size len, char **why);
+
+extern void queen_maintenance_load(void);
+extern bool queen_maintenance_on(void);
+extern void queen_maintenance_set(bool on, bool setting);
+extern void queen_buffers_json(StringInfo out, int shape);
 
 #endif							/* QUEEN_BROKER_H */

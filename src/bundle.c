@@ -214,6 +214,38 @@ queen_bundle_build(QueenBundleGroup *g, QueenSegment *seg)
 }
 
 /*
+ * The engine's view of one partition's packed frames: every frame, with
+ * its hash.  The frames must decode (callers checked them on arrival).
+ */
+void
+queen_bundle_group_init(QueenBundleGroup *bg, const pg_uuid_t *tenant, const char *queue,
+						const char *partition, const char *frames, Size len, int nframes)
+{
+	Size		pos = 0;
+	int			k;
+
+	memset(bg, 0, sizeof(*bg));
+	bg->queue = queue;
+	bg->partition = partition;
+	bg->tenant = *tenant;
+	bg->nframes = nframes;
+	bg->frames = palloc(sizeof(QueenBundleFrame) * Max(nframes, 1));
+	for (k = 0; k < nframes; k++)
+	{
+		QueenBundleFrame *f = &bg->frames[k];
+		QueenFrame	frame;
+		Size		start = pos;
+
+		if (queen_frame_decode(frames, len, &pos, &frame) != NULL)
+			elog(ERROR, "queen: checked frames do not decode");
+		f->packed = frames + start;
+		f->packed_len = (uint32) (pos - start);
+		f->message_id = frame.message_id;
+		queen_txn_hash(frame.txn, frame.txn_len, f->hash);
+	}
+}
+
+/*
  * Store the groups' frames as one bundle in the current transaction and
  * fill in every frame's verdict.  Groups must name distinct partitions.
  */

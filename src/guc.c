@@ -39,6 +39,9 @@ int			queen_http_idle_timeout_ms = 60000;
 int			queen_push_permits_min = 2;
 int			queen_push_permits_initial = 8;
 int			queen_push_permits_max = 8;
+char	   *queen_spool_directory = NULL;
+int			queen_push_statement_timeout_ms = 30000;
+bool		queen_maintenance_mode_setting = false;
 
 /* parsed form of queen.tenant, kept by the assign hook */
 static pg_uuid_t queen_tenant_value;
@@ -240,6 +243,33 @@ queen_define_gucs(void)
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("queen.spool_directory",
+							   "Directory of the broker's disk spool.",
+							   "Items that cannot be committed now (maintenance mode, a failed bundle) are written here and drained later. A relative path is under the data directory.",
+							   &queen_spool_directory,
+							   "queen_spool",
+							   PGC_POSTMASTER,
+							   0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.push_statement_timeout",
+							"Longest a broker transaction may run before it is cancelled and rolled back.",
+							"A push bundle that exceeds it goes to the disk spool. 0 means no limit.",
+							&queen_push_statement_timeout_ms,
+							30000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("queen.maintenance_mode",
+							 "Send every HTTP push to the disk spool instead of the database.",
+							 "A reload that changes it sets the broker's maintenance flag, which POST /api/v1/system/maintenance also sets; the last change wins.",
+							 &queen_maintenance_mode_setting,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("queen");
 }

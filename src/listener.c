@@ -79,6 +79,7 @@ typedef struct QueenPushRequest
 	int			ngroups;
 	int			waiting;		/* groups without a verdict */
 	int			unavailable;	/* groups answered "database not there" */
+	bool		spool_failed;	/* maintenance mode, and the spool failed */
 } QueenPushRequest;
 
 typedef struct QueenPending
@@ -255,7 +256,8 @@ queen_push_render(QueenPending *p)
 			id = &r->ids[i];
 		}
 		word = status == QUEEN_VERDICT_QUEUED ? "queued" :
-			status == QUEEN_VERDICT_DUPLICATE ? "duplicate" : "failed";
+			status == QUEEN_VERDICT_DUPLICATE ? "duplicate" :
+			status == QUEEN_VERDICT_BUFFERED ? "buffered" : "failed";
 		queen_uuid_format(id, idtext);
 		if (i > 0)
 			appendStringInfoChar(&buf, ',');
@@ -267,7 +269,9 @@ queen_push_render(QueenPending *p)
 	}
 	appendStringInfoChar(&buf, ']');
 	MemoryContextSwitchTo(old);
-	queen_http_respond(http, 201, "application/json", buf.data, buf.len, NULL);
+	/* as Queen: in maintenance mode a spool failure fails the request */
+	queen_http_respond(http, r->spool_failed ? 500 : 201, "application/json",
+					   buf.data, buf.len, NULL);
 }
 
 static void
@@ -428,7 +432,8 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 		const char *idp = queen_msg_get(m, UUID_LEN);
 
 		/* anything else stays without a verdict and renders failed */
-		if (!m->bad && (status == QUEEN_VERDICT_QUEUED || status == QUEEN_VERDICT_DUPLICATE))
+		if (!m->bad && (status == QUEEN_VERDICT_QUEUED || status == QUEEN_VERDICT_DUPLICATE ||
+						status == QUEEN_VERDICT_BUFFERED))
 		{
 			r->status[it] = status;
 			memcpy(r->ids[it].data, idp, UUID_LEN);
@@ -436,6 +441,8 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 	}
 	if (outcome == QUEEN_GROUP_UNAVAILABLE)
 		r->unavailable++;
+	if (outcome == QUEEN_GROUP_SPOOL_FAILED)
+		r->spool_failed = true;
 	queen_group_answered(r, g);
 }
 
@@ -650,6 +657,37 @@ queen_handle_metrics(QueenHttpRequest *req)
 	queen_http_respond(req, 200, "text/plain; version=0.0.4", buf.data, buf.len, NULL);
 }
 
+/* The spool's state, in one of the shapes of queen_buffers_json. */
+static void
+queen_handle_buffers(QueenHttpRequest *req, int shape)
+{
+	StringInfoData buf;
+	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
+
+	initStringInfo(&buf);
+	queen_buffers_json(&buf, shape);
+	MemoryContextSwitchTo(old);
+	queen_respond_json(req, 200, buf.data);
+}
+
+/* POST /api/v1/system/maintenance {"enabled": bool} */
+static void
+queen_handle_maintenance(QueenHttpRequest *req)
+{
+	bool		enabled;
+	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
+	bool		valid = queen_parse_enabled_body(req->body, req->body_len, &enabled);
+
+	MemoryContextSwitchTo(old);
+	if (!valid)
+	{
+		queen_respond_error(req, 400, "enabled (boolean) is required");
+		return;
+	}
+	queen_maintenance_set(enabled, false);
+	queen_handle_buffers(req, 2);
+}
+
 static void
 queen_listener_handle(QueenHttpRequest *req, void *arg)
 {
@@ -716,6 +754,22 @@ queen_listener_handle(QueenHttpRequest *req, void *arg)
 			queen_method_not_allowed(req, "GET");
 		else
 			queen_handle_metrics(req);
+	}
+	else if (strcmp(path, "/api/v1/system/maintenance") == 0)
+	{
+		if (req->method == HTTP_GET)
+			queen_handle_buffers(req, 1);
+		else if (req->method == HTTP_POST)
+			queen_handle_maintenance(req);
+		else
+			queen_method_not_allowed(req, "GET, POST");
+	}
+	else if (strcmp(path, "/api/v1/status/buffers") == 0)
+	{
+		if (req->method != HTTP_GET)
+			queen_method_not_allowed(req, "GET");
+		else
+			queen_handle_buffers(req, 0);
 	}
 	else if (strcmp(path, "/status") == 0)
 	{
@@ -954,7 +1008,7 @@ queen_listener_main(Datum arg)
 	int			s;
 
 	queen_listener_index = DatumGetInt32(arg);
-	queen_listener_slot = queen_worker_begin(false, queen_listener_index);
+	queen_listener_slot = queen_worker_begin(QUEEN_LISTENER, queen_listener_index);
 	if (queen_listener_slot == NULL)
 		proc_exit(0);
 

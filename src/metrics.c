@@ -102,6 +102,46 @@ queen_metrics_render(StringInfo out)
 	appendStringInfo(out, "queen_push_frames_total{status=\"failed\"} " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&m->failed));
 
+	{
+		QueenSpoolShared *sp = &queen_broker->spool;
+
+		appendStringInfo(out, "queen_push_frames_total{status=\"buffered\"} " UINT64_FORMAT "\n",
+						 pg_atomic_read_u64(&sp->items_written));
+		queen_metric_u64(out, "queen_maintenance_mode", "gauge",
+						 "1 while maintenance mode sends every push to the spool.",
+						 queen_maintenance_on() ? 1 : 0);
+		queen_metric_u64(out, "queen_file_buffer_pending", "gauge",
+						 "Items in the disk spool not yet committed.",
+						 pg_atomic_read_u64(&sp->pending));
+		queen_metric_u64(out, "queen_file_buffer_failed", "gauge",
+						 "Files set aside under the spool's failed/ directory.",
+						 pg_atomic_read_u64(&sp->failed_files));
+		queen_metric_u64(out, "queen_file_buffer_db_healthy", "gauge",
+						 "1 unless the last drain attempt failed for a reason in the database.",
+						 pg_atomic_read_u32(&sp->db_healthy));
+		queen_metric_u64(out, "queen_spool_items_written_total", "counter",
+						 "Items written to the spool and answered buffered.",
+						 pg_atomic_read_u64(&sp->items_written));
+		queen_metric_u64(out, "queen_spool_write_failures_total", "counter",
+						 "Spool writes that failed (their items were answered failed).",
+						 pg_atomic_read_u64(&sp->write_failures));
+		queen_metric_u64(out, "queen_spool_items_drained_total", "counter",
+						 "Spooled items the maintenance worker committed.",
+						 pg_atomic_read_u64(&sp->items_drained));
+		queen_metric_u64(out, "queen_spool_items_dropped_duplicate_total", "counter",
+						 "Spooled items dropped at drain because their transactionId was stored already.",
+						 pg_atomic_read_u64(&sp->items_dropped));
+		queen_metric_u64(out, "queen_spool_files_drained_total", "counter",
+						 "Spool files committed and removed.",
+						 pg_atomic_read_u64(&sp->files_drained));
+		queen_metric_u64(out, "queen_spool_records_damaged_total", "counter",
+						 "Spool records that could not be read (checksum or truncation), kept under failed/.",
+						 pg_atomic_read_u64(&sp->records_damaged));
+		queen_metric_u64(out, "queen_push_statement_timeouts_total", "counter",
+						 "Broker transactions cancelled by queen.push_statement_timeout or a cancel request.",
+						 pg_atomic_read_u64(&sp->statement_timeouts));
+	}
+
 	queen_metric_u64(out, "queen_bundles_committed_total", "counter",
 					 "Bundle transactions committed by the fusion shards.",
 					 commits);

@@ -201,6 +201,9 @@ typedef struct QueenBundleGroup
 } QueenBundleGroup;
 
 extern void queen_bundle_push(QueenBundleGroup *groups, int ngroups);
+extern void queen_bundle_group_init(QueenBundleGroup *bg, const pg_uuid_t *tenant,
+									const char *queue, const char *partition,
+									const char *frames, Size len, int nframes);
 
 /* What identifies an item of a push request for layer-1 dedup. */
 typedef struct QueenItemKey
@@ -280,6 +283,7 @@ typedef struct QueenHttpItem
 
 extern const char *queen_parse_push_body(const char *body, size_t len,
 										 QueenHttpItem **items, int *nitems);
+extern bool queen_parse_enabled_body(const char *body, size_t len, bool *enabled);
 
 /* ----------------------------------------------------------------
  *		Queue configuration (configure.c)

@@ -27,7 +27,11 @@
  *	 commit and one WAL flush for all of them.
  *
  * Verdicts go back, after the commit, to every request that fed a group.
- * A bundle whose transaction fails answers all its frames failed.
+ * A bundle whose transaction fails (queen.push_statement_timeout included)
+ * is rolled back and its frames go to the disk spool (spool.c), answered
+ * "buffered"; only if the spool cannot take them are they "failed".  In
+ * maintenance mode every ready group goes to the spool instead of the
+ * database, all of them in one durable write.
  *
  * Error recovery follows TimescaleDB's job runner: each transaction runs
  * inside PG_TRY; on error the shard copies and logs the error, aborts the
@@ -35,20 +39,14 @@
  * outside those blocks ends the process with exit code 1 and the
  * postmaster starts it again; the listeners notice the new incarnation.
  *
- * The database may not exist when the cluster starts.  A shard that failed
- * to connect comes back in "probe" mode: connected to no database, it
- * watches pg_database and exits 1 to reconnect once the database is there.
+ * The database may not exist when the cluster starts: see
+ * queen_worker_connect (shmem.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
 
-#include "access/heapam.h"
-#include "access/htup_details.h"
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "common/hashfn.h"
 #include "lib/ilist.h"
@@ -61,6 +59,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -403,7 +402,7 @@ queen_shard_take_push(int listener, StringInfo raw)
 		return;
 	}
 
-	if (!queen_extension_ready)
+	if (!queen_extension_ready && !queen_maintenance_on())
 	{
 		queen_answer_group(listener, request, group, QUEEN_GROUP_UNAVAILABLE);
 		return;
@@ -559,48 +558,25 @@ queen_shard_check_extension(bool force)
  * transaction current; returns the error's message, copied there.
  */
 static char *
-queen_shard_recover(const char *what)
+queen_shard_recover(const char *what, int *sqlerrcode)
 {
 	ErrorData  *edata;
 	char	   *message;
 
+	queen_statement_timeout_stop(false);
 	edata = CopyErrorData();
 	FlushErrorState();
 	AbortCurrentTransaction();
+	if (sqlerrcode)
+		*sqlerrcode = edata->sqlerrcode;
+	if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+		pg_atomic_fetch_add_u64(&queen_broker->spool.statement_timeouts, 1);
 	ereport(LOG,
 			(errmsg("queen shard %d: %s failed: %s", queen_shard_index, what, edata->message),
 			 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
 	message = pstrdup(edata->message);
 	FreeErrorData(edata);
 	return message;
-}
-
-/* Build the engine's view of one group: every frame, with its hash. */
-static void
-queen_shard_prepare_group(QueenShardGroup *g, QueenBundleGroup *bg)
-{
-	Size		pos = 0;
-	int			k;
-
-	bg->queue = g->queue;
-	bg->partition = g->partition;
-	bg->tenant = g->tenant;
-	bg->nframes = g->nframes;
-	bg->frames = palloc(sizeof(QueenBundleFrame) * g->nframes);
-	for (k = 0; k < g->nframes; k++)
-	{
-		QueenBundleFrame *f = &bg->frames[k];
-		QueenFrame	frame;
-		Size		start = pos;
-
-		/* decoded once already on arrival, so this cannot fail */
-		if (queen_frame_decode(g->packed.data, g->packed.len, &pos, &frame) != NULL)
-			elog(ERROR, "queen: accumulated frames do not decode");
-		f->packed = g->packed.data + start;
-		f->packed_len = (uint32) (pos - start);
-		f->message_id = frame.message_id;
-		queen_txn_hash(frame.txn, frame.txn_len, f->hash);
-	}
 }
 
 /* Route a group's verdicts to every request that fed it. */
@@ -652,7 +628,9 @@ queen_shard_transact(QueenBundleGroup *bgs, int n, int64 *exec_us, int64 *commit
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "queen: push bundle");
 		/* the engine's working memory is the transaction's; verdicts land in bgs */
+		queen_statement_timeout_start();
 		queen_bundle_push(bgs, n);
+		queen_statement_timeout_stop(true);
 		PopActiveSnapshot();
 		before_commit = GetCurrentTimestamp();
 		CommitTransactionCommand();
@@ -661,7 +639,7 @@ queen_shard_transact(QueenBundleGroup *bgs, int n, int64 *exec_us, int64 *commit
 	PG_CATCH();
 	{
 		MemoryContextSwitchTo(queen_bundle_cxt);
-		(void) queen_shard_recover("push bundle");
+		(void) queen_shard_recover("push bundle", NULL);
 	}
 	PG_END_TRY();
 	end = GetCurrentTimestamp();
@@ -672,6 +650,111 @@ queen_shard_transact(QueenBundleGroup *bgs, int n, int64 *exec_us, int64 *commit
 	*exec_us = ok ? before_commit - start : 0;
 	*commit_us = ok ? end - before_commit : 0;
 	return ok;
+}
+
+/*
+ * Answer every frame of a group with one status; the ids come from the
+ * group's own frames, which are in contributor order.
+ */
+static void
+queen_shard_route_all(QueenShardGroup *g, QueenFrameVerdict status)
+{
+	Size		pos = 0;
+	int			c;
+
+	for (c = 0; c < g->ncontrib; c++)
+	{
+		QueenContributor *ct = &g->contrib[c];
+		StringInfo	msg = queen_verdict_new(ct->request, ct->group, QUEEN_GROUP_DONE,
+											(uint32) ct->count);
+		int			k;
+
+		for (k = 0; k < ct->count; k++)
+		{
+			QueenFrame	frame;
+
+			/* decoded once already on arrival, so this cannot fail */
+			if (queen_frame_decode(g->packed.data, g->packed.len, &pos, &frame) != NULL)
+				elog(ERROR, "queen: accumulated frames do not decode");
+			queen_msg_put_u8(msg, (uint8) status);
+			queen_msg_put(msg, frame.message_id.data, UUID_LEN);
+		}
+		queen_answer_send(ct->listener, msg);
+	}
+}
+
+/*
+ * Write the groups to the spool in one durable write and answer them:
+ * "buffered", or the failure outcome if the spool could not take them.
+ * The groups are reset.  Called in the bundle context.
+ */
+static void
+queen_shard_spool(QueenShardGroup **groups, int n, QueenGroupOutcome on_failure)
+{
+	StringInfoData buf;
+	int			items = 0;
+	char	   *why = NULL;
+	bool		ok;
+	int			i;
+
+	initStringInfo(&buf);
+	for (i = 0; i < n; i++)
+	{
+		QueenShardGroup *g = groups[i];
+		QueenSpoolRecord rec;
+
+		rec.tenant = g->tenant;
+		rec.queue = g->queue;
+		rec.qlen = (uint16) strlen(g->queue);
+		rec.partition = g->partition;
+		rec.plen = (uint16) strlen(g->partition);
+		rec.nframes = (uint32) g->nframes;
+		rec.frames = g->packed.data;
+		rec.frames_len = g->packed.len;
+		queen_spool_append_record(&buf, &rec);
+		items += g->nframes;
+	}
+	ok = queen_spool_write(&buf, items, queen_shard_index, &why);
+	if (!ok)
+	{
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("queen shard %d: could not spool %d items; they are answered failed: %s",
+						queen_shard_index, items, why)));
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.failed, items);
+	}
+	for (i = 0; i < n; i++)
+	{
+		if (ok)
+			queen_shard_route_all(groups[i], QUEEN_VERDICT_BUFFERED);
+		else
+			queen_shard_route(groups[i], NULL, on_failure);
+		queen_group_reset(groups[i]);
+	}
+	pfree(buf.data);
+}
+
+/* Maintenance mode: every ready group goes to the spool, in one write. */
+static void
+queen_shard_spool_ready(void)
+{
+	QueenShardGroup **chosen;
+	int			n = 0;
+	MemoryContext old = MemoryContextSwitchTo(queen_bundle_cxt);
+
+	chosen = palloc(sizeof(QueenShardGroup *) * Max(hash_get_num_entries(queen_groups), 1));
+	while (!dlist_is_empty(&queen_ready))
+	{
+		QueenShardGroup *g = dlist_container(QueenShardGroup, ready_node,
+											 dlist_pop_head_node(&queen_ready));
+
+		g->ready = false;
+		chosen[n++] = g;
+	}
+	queen_shard_spool(chosen, n, QUEEN_GROUP_SPOOL_FAILED);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(queen_bundle_cxt);
+	queen_shard_flush_answers();
 }
 
 /*
@@ -691,8 +774,7 @@ queen_shard_run_bundle(void)
 	bool		ok;
 	int			segments = 0;
 	uint64		queued = 0,
-				dups = 0,
-				frames = 0;
+				dups = 0;
 	MemoryContext old;
 
 	old = MemoryContextSwitchTo(queen_bundle_cxt);
@@ -707,10 +789,9 @@ queen_shard_run_bundle(void)
 	}
 	bgs = palloc0(sizeof(QueenBundleGroup) * Max(n, 1));
 	for (i = 0; i < n; i++)
-	{
-		queen_shard_prepare_group(chosen[i], &bgs[i]);
-		frames += chosen[i]->nframes;
-	}
+		queen_bundle_group_init(&bgs[i], &chosen[i]->tenant, chosen[i]->queue,
+								chosen[i]->partition, chosen[i]->packed.data,
+								chosen[i]->packed.len, chosen[i]->nframes);
 
 	ok = queen_shard_transact(bgs, n, &exec_us, &commit_us);
 
@@ -742,18 +823,15 @@ queen_shard_run_bundle(void)
 	{
 		queen_permit_release(0, 0, 0);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.bundle_failures, 1);
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.failed, frames);
 		/* the extension may have been dropped under us */
 		(void) queen_shard_check_extension(true);
+		/* rolled back: the items exist nowhere, so the spool takes them */
+		queen_shard_spool(chosen, n, QUEEN_GROUP_FAILED);
 	}
 
-	for (i = 0; i < n; i++)
+	for (i = 0; ok && i < n; i++)
 	{
-		QueenGroupOutcome outcome = QUEEN_GROUP_DONE;
-
-		if (!ok)
-			outcome = queen_extension_ready ? QUEEN_GROUP_FAILED : QUEEN_GROUP_UNAVAILABLE;
-		queen_shard_route(chosen[i], &bgs[i], outcome);
+		queen_shard_route(chosen[i], &bgs[i], QUEEN_GROUP_DONE);
 		queen_group_reset(chosen[i]);
 	}
 
@@ -776,6 +854,7 @@ queen_shard_run_control(QueenControl *c)
 	PG_TRY();
 	{
 		PushActiveSnapshot(GetTransactionSnapshot());
+		queen_statement_timeout_start();
 		switch (c->op)
 		{
 			case QUEEN_CONTROL_HEALTH:
@@ -805,6 +884,7 @@ queen_shard_run_control(QueenControl *c)
 				appendStringInfoString(&out, "{\"error\":\"unknown control request\"}");
 				break;
 		}
+		queen_statement_timeout_stop(true);
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
@@ -813,7 +893,7 @@ queen_shard_run_control(QueenControl *c)
 		char	   *message;
 
 		MemoryContextSwitchTo(queen_bundle_cxt);
-		message = queen_shard_recover("control request");
+		message = queen_shard_recover("control request", NULL);
 		resetStringInfo(&out);
 		if (c->op == QUEEN_CONTROL_HEALTH)
 		{
@@ -866,76 +946,6 @@ queen_shard_has_ready(TimestampTz now, long *hold_ms)
 }
 
 
-/*
- * Does queen.database exist?  Read with a plain heap scan of pg_database,
- * as the autovacuum launcher does: a process connected to no database can
- * read that shared catalog but not the relcache entries an index scan needs.
- */
-static bool
-queen_database_exists(void)
-{
-	Relation	rel;
-	TableScanDesc scan;
-	HeapTuple	tuple;
-	bool		found = false;
-
-	rel = table_open(DatabaseRelationId, AccessShareLock);
-	scan = table_beginscan_catalog(rel, 0, NULL);
-	while (!found && (tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
-	{
-		Form_pg_database db = (Form_pg_database) GETSTRUCT(tuple);
-
-		found = strcmp(NameStr(db->datname), queen_database) == 0;
-	}
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return found;
-}
-
-/* No database yet: watch pg_database and come back connected once it exists. */
-static void
-queen_shard_probe_database(void)
-{
-	bool		logged = false;
-
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-	queen_worker_set_state(queen_shard_slot, QUEEN_WORKER_WAITING);
-	for (;;)
-	{
-		bool		exists;
-
-		CHECK_FOR_INTERRUPTS();
-		if (ShutdownRequestPending)
-			proc_exit(0);
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		exists = queen_database_exists();
-		CommitTransactionCommand();
-		if (exists)
-		{
-			/* exit 1: the postmaster starts us again, and that start connects */
-			queen_shard_slot->connect_attempted = false;
-			ereport(LOG,
-					(errmsg("queen shard %d: database \"%s\" exists now; reconnecting",
-							queen_shard_index, queen_database)));
-			proc_exit(1);
-		}
-		if (!logged && queen_shard_index == 0)
-			ereport(LOG,
-					(errmsg("queen: database \"%s\" (queen.database) does not exist; the broker's shards are waiting for it",
-							queen_database)));
-		logged = true;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 2000L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
-}
-
 void
 queen_shard_main(Datum arg)
 {
@@ -944,16 +954,13 @@ queen_shard_main(Datum arg)
 	int			l;
 
 	queen_shard_index = DatumGetInt32(arg);
-	queen_shard_slot = queen_worker_begin(true, queen_shard_index);
+	queen_shard_slot = queen_worker_begin(QUEEN_SHARD, queen_shard_index);
 	if (queen_shard_slot == NULL)
 		proc_exit(0);
-
-	if (queen_shard_slot->connect_attempted)
-		queen_shard_probe_database();
-	queen_shard_slot->connect_attempted = true;
-	BackgroundWorkerInitializeConnection(queen_database, NULL, 0);
-	queen_shard_slot->connect_attempted = false;
+	queen_worker_connect(queen_shard_slot, psprintf("shard %d", queen_shard_index));
 	pgstat_report_appname("queen shard");
+	/* what an earlier process of this shard left half-written */
+	queen_spool_recover(queen_shard_index, queen_broker->nshards);
 
 	queen_shard_cxt = AllocSetContextCreate(TopMemoryContext, "queen shard",
 											ALLOCSET_DEFAULT_SIZES);
@@ -983,6 +990,8 @@ queen_shard_main(Datum arg)
 		long		hold_ms;
 		bool		worked = false;
 
+		/* a cancel between transactions has nothing to cancel */
+		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
@@ -1020,7 +1029,12 @@ queen_shard_main(Datum arg)
 		now = GetCurrentTimestamp();
 		if (queen_shard_has_ready(now, &hold_ms))
 		{
-			if (queen_permit_try_acquire(queen_shard_index))
+			if (queen_maintenance_on())
+			{
+				queen_shard_spool_ready();
+				worked = true;
+			}
+			else if (queen_permit_try_acquire(queen_shard_index))
 			{
 				queen_shard_run_bundle();
 				worked = true;
@@ -1034,6 +1048,12 @@ queen_shard_main(Datum arg)
 		queen_shard_flush_answers();
 		if (queen_shard_answers_pending())
 			timeout = Min(timeout, 10);
+		{
+			long		spool_due = queen_spool_idle(queen_shard_index, now);
+
+			if (spool_due >= 0)
+				timeout = Min(timeout, spool_due);
+		}
 
 		/* under steady load too, or memory would follow every partition ever seen */
 		if (TimestampDifferenceExceeds(last_sweep, now, 10000))
@@ -1068,6 +1088,7 @@ queen_shard_main(Datum arg)
 				ereport(LOG,
 						(errmsg("queen shard %d: terminated while the broker runs; restarting",
 								queen_shard_index)));
+				queen_spool_finish(queen_shard_index);
 				proc_exit(1);
 			}
 			if (TimestampDifferenceExceeds(closing_since, now, QUEEN_SHARD_SHUTDOWN_GRACE_MS))
@@ -1086,5 +1107,6 @@ queen_shard_main(Datum arg)
 	}
 
 	queen_permit_cancel_wait(queen_shard_index);
+	queen_spool_finish(queen_shard_index);
 	proc_exit(0);
 }

@@ -20,6 +20,12 @@
  */
 #include "broker.h"
 
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
@@ -28,6 +34,8 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/guc.h"
+#include "utils/timeout.h"
+#include "utils/wait_event.h"
 
 QueenBrokerShared *queen_broker = NULL;
 
@@ -82,6 +90,8 @@ queen_shmem_startup(void)
 			pg_atomic_init_u32(&queen_broker->listeners[l].state, QUEEN_WORKER_STOPPED);
 			pg_atomic_init_u32(&queen_broker->listeners[l].incarnation, 0);
 		}
+		pg_atomic_init_u32(&queen_broker->maintenance.state, QUEEN_WORKER_STOPPED);
+		pg_atomic_init_u32(&queen_broker->maintenance.incarnation, 0);
 		for (s = 0; s < QUEEN_MAX_SHARDS; s++)
 		{
 			pg_atomic_init_u32(&queen_broker->shards[s].state, QUEEN_WORKER_STOPPED);
@@ -113,6 +123,9 @@ queen_shmem_startup(void)
 		pg_atomic_init_u64(&queen_broker->metrics.commit_us, 0);
 		pg_atomic_init_u64(&queen_broker->metrics.started_at, (uint64) GetCurrentTimestamp());
 		queen_permits_init(&queen_broker->permits);
+		/* the zeroed struct is a valid start for the spool's atomics */
+		pg_atomic_init_u32(&queen_broker->spool.db_healthy, 1);
+		queen_maintenance_load();
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -152,32 +165,124 @@ queen_worker_detach(int code, Datum arg)
 static void queen_worker_attach(QueenWorkerSlot *slot);
 
 QueenWorkerSlot *
-queen_worker_begin(bool shard, int index)
+queen_worker_begin(QueenWorkerKind kind, int index)
 {
+	static const char *const names[] = {"listener", "shard", "maintenance"};
 	QueenWorkerSlot *slot;
+	int			count;
 	int			i;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 
-	if (queen_broker == NULL || index < 0 ||
-		index >= (shard ? queen_broker->nshards : queen_broker->nlisteners))
+	count = queen_broker == NULL ? 0 :
+		kind == QUEEN_LISTENER ? queen_broker->nlisteners :
+		kind == QUEEN_SHARD ? queen_broker->nshards : 1;
+	if (index < 0 || index >= count)
 	{
-		elog(LOG, "queen %s %d: no broker shared memory for it", shard ? "shard" : "listener", index);
+		elog(LOG, "queen %s %d: no broker shared memory for it", names[kind], index);
 		return NULL;
 	}
-	slot = shard ? &queen_broker->shards[index] : &queen_broker->listeners[index];
-	for (i = 0; i < (shard ? queen_broker->nlisteners : queen_broker->nshards); i++)
+	if (kind == QUEEN_MAINTENANCE)
 	{
-		int			l = shard ? i : index;
-		int			s = shard ? index : i;
+		queen_worker_attach(&queen_broker->maintenance);
+		return &queen_broker->maintenance;
+	}
+	slot = kind == QUEEN_SHARD ? &queen_broker->shards[index] : &queen_broker->listeners[index];
+	for (i = 0; i < (kind == QUEEN_SHARD ? queen_broker->nlisteners : queen_broker->nshards); i++)
+	{
+		int			l = kind == QUEEN_SHARD ? i : index;
+		int			s = kind == QUEEN_SHARD ? index : i;
 
 		queen_ring_reset(queen_submit_ring(l, s));
 		queen_ring_reset(queen_verdict_ring(s, l));
 	}
 	queen_worker_attach(slot);
 	return slot;
+}
+
+/*
+ * Does queen.database exist?  Read with a plain heap scan of pg_database,
+ * as the autovacuum launcher does: a process connected to no database can
+ * read that shared catalog but not the relcache entries an index scan needs.
+ */
+static bool
+queen_database_exists(void)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while (!found && (tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tuple);
+
+		found = strcmp(NameStr(db->datname), queen_database) == 0;
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * Connect to queen.database.  A connection to a missing database is FATAL
+ * (exit 1, a restart 5 s later), so the start after a failed attempt comes
+ * up connected to no database instead: it watches pg_database and exits 1
+ * to reconnect once the database is there, without a crash loop.
+ */
+void
+queen_worker_connect(QueenWorkerSlot *slot, const char *who)
+{
+	bool		logged = false;
+
+	if (!slot->connect_attempted)
+	{
+		slot->connect_attempted = true;
+		BackgroundWorkerInitializeConnection(queen_database, NULL, 0);
+		slot->connect_attempted = false;
+		return;
+	}
+
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	queen_worker_set_state(slot, QUEEN_WORKER_WAITING);
+	for (;;)
+	{
+		bool		exists;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			proc_exit(0);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		exists = queen_database_exists();
+		CommitTransactionCommand();
+		if (exists)
+		{
+			/* exit 1: the postmaster starts us again, and that start connects */
+			slot->connect_attempted = false;
+			ereport(LOG,
+					(errmsg("queen %s: database \"%s\" exists now; reconnecting",
+							who, queen_database)));
+			proc_exit(1);
+		}
+		if (!logged)
+			ereport(LOG,
+					(errmsg("queen %s: database \"%s\" (queen.database) does not exist; waiting for it",
+							who, queen_database)));
+		logged = true;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 2000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
 }
 
 /* Claim a slot for this process; it is released when the process exits. */
@@ -252,13 +357,16 @@ queen_broker_log_config(const char *who)
 			(errmsg("queen %s: config: database=%s http=%s:%d http_workers=%d fusion_shards=%d "
 					"bundle_max=%d fusion_hold_ms=%d fusion_min_frames=%d fusion_frames=%d (inert) "
 					"zstd_level=%d max_body_bytes=%d http_idle_timeout_ms=%d "
-					"push_permits=%d/%d/%d (min/initial/max) dedup_cache_mb=%d",
+					"push_permits=%d/%d/%d (min/initial/max) dedup_cache_mb=%d "
+					"spool_directory=%s push_statement_timeout_ms=%d maintenance_mode=%s",
 					who, queen_database, queen_http_listen_address, queen_http_port,
 					queen_http_workers, queen_fusion_shards, queen_bundle_max,
 					queen_fusion_hold_ms, queen_fusion_min_frames, queen_fusion_frames,
 					queen_zstd_level, queen_max_body_bytes, queen_http_idle_timeout_ms,
 					queen_push_permits_min, queen_push_permits_initial,
-					queen_push_permits_max, queen_dedup_cache_mb)));
+					queen_push_permits_max, queen_dedup_cache_mb,
+					queen_spool_directory, queen_push_statement_timeout_ms,
+					queen_maintenance_mode_setting ? "on" : "off")));
 }
 
 static void
@@ -268,7 +376,7 @@ queen_register_worker(const char *type, const char *function, int index)
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	if (strcmp(function, "queen_shard_main") == 0)
+	if (strcmp(function, "queen_listener_main") != 0)
 		worker.bgw_flags |= BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	/* a worker that exits 1 comes back after this; it never crash-loops faster */
@@ -306,11 +414,11 @@ queen_broker_preload(void)
 	queen_prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = queen_shmem_startup;
 
-	needed = queen_layout_listeners + queen_layout_shards;
+	needed = queen_layout_listeners + queen_layout_shards + 1;
 	if (needed > max_worker_processes)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("queen: the HTTP broker needs %d background workers (queen.http_workers = %d, queen.fusion_shards = %d) but max_worker_processes is %d",
+				 errmsg("queen: the HTTP broker needs %d background workers (queen.http_workers = %d, queen.fusion_shards = %d, one maintenance worker) but max_worker_processes is %d",
 						needed, queen_layout_listeners, queen_layout_shards,
 						max_worker_processes),
 				 errhint("Set max_worker_processes to at least %d plus what other extensions and parallel queries need, and restart.",
@@ -320,4 +428,34 @@ queen_broker_preload(void)
 		queen_register_worker("shard", "queen_shard_main", i);
 	for (i = 0; i < queen_layout_listeners; i++)
 		queen_register_worker("listener", "queen_listener_main", i);
+	queen_register_worker("maintenance", "queen_maintenance_main", 0);
+}
+
+/*
+ * queen.push_statement_timeout around a broker transaction.  Background
+ * workers get no statement_timeout from PostgreSQL (only a client's
+ * statements do), so the worker arms the same timer itself: when it fires,
+ * the process cancels its own query, and the lock wait or statement in
+ * progress ends with an ERROR that rolls the transaction back.
+ */
+void
+queen_statement_timeout_start(void)
+{
+	if (queen_push_statement_timeout_ms > 0)
+		enable_timeout_after(STATEMENT_TIMEOUT, queen_push_statement_timeout_ms);
+}
+
+/*
+ * Disarm it.  With check, a cancel that arrived before this point raises
+ * its ERROR now, before COMMIT, so a transaction is never reported failed
+ * after it committed.
+ */
+void
+queen_statement_timeout_stop(bool check)
+{
+	disable_timeout(STATEMENT_TIMEOUT, false);
+	if (check)
+		CHECK_FOR_INTERRUPTS();
+	else
+		QueryCancelPending = false;
 }

@@ -1,0 +1,672 @@
+/*-------------------------------------------------------------------------
+ *
+ * spool.c
+ *	  The disk spool: where pushed items go when the database cannot take
+ *	  them now (maintenance mode, or a bundle whose transaction failed), so
+ *	  that "buffered" is a promise and not a hope.
+ *
+ * Files.  Each shard appends to its own file, so no two processes ever
+ * write one file:
+ *
+ *	 queen-<13-digit epoch ms>-<2-digit shard>-<pid>-<6-digit seq>.tmp
+ *
+ * while it is being written, renamed to "...-n<items>.buf" once finished
+ * (idle for QUEEN_SPOOL_IDLE_MS, or big enough).  Names sort oldest first;
+ * the maintenance worker (maintenance.c) drains only .buf files.
+ *
+ * Records.  A 16-byte header (u32 magic, u32 body length, u32 CRC-32C of
+ * the body, u32 version; little-endian like the frames) and a body: the
+ * tenant, the queue and partition names, a frame count and the frames
+ * exactly as they would be stored (docs/FORMAT.md).  One record per
+ * partition per flush.
+ *
+ * Durability.  A write is the whole flush's records in one pwrite and one
+ * fdatasync; a new file's directory entry is fsynced before its first
+ * write is acknowledged.  Only after that is anything answered
+ * "buffered".  A write or sync that fails is answered "failed", and the
+ * file is cut back to what was durable before, so the drain never
+ * commits an item the client was told does not exist.
+ *
+ * Damage.  A crash can leave a torn last record; the checksum and the
+ * length tell it apart from an intact one.  A record whose checksum fails
+ * but whose length leads to another record (or to the end) is skipped and
+ * the walk goes on; anything else ends the walk.  The reader reports both
+ * and the maintenance worker keeps the damaged bytes under failed/.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "broker.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/file_perm.h"
+#include "miscadmin.h"
+#include "port/pg_crc32c.h"
+#include "storage/fd.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#define QUEEN_SPOOL_MAGIC		0x4C505351	/* "QSPL" */
+#define QUEEN_SPOOL_VERSION		1
+#define QUEEN_SPOOL_HEADER		16
+/* tenant, two name lengths, frame count */
+#define QUEEN_SPOOL_BODY_MIN	(UUID_LEN + 2 + 2 + 4)
+
+/* When a shard's file is finished and handed to the drain. */
+#define QUEEN_SPOOL_IDLE_MS		100
+#define QUEEN_SPOOL_FILE_ITEMS	10000
+#define QUEEN_SPOOL_FILE_BYTES	((off_t) 64 * 1024 * 1024)
+
+/* The file this process is appending to, if any. */
+static int	spool_fd = -1;
+static char spool_stem[MAXPGPATH];	/* path without ".tmp" */
+static off_t spool_len;			/* bytes known durable */
+static int	spool_items;
+static bool spool_dir_synced;
+static TimestampTz spool_last_write;
+static uint32 spool_seq;
+
+/* ----------------------------------------------------------------
+ *		Paths and directories
+ * ----------------------------------------------------------------
+ */
+
+/* A file in the spool directory (relative paths are under the data directory). */
+char *
+queen_spool_path(const char *name)
+{
+	return psprintf("%s/%s", queen_spool_directory, name);
+}
+
+bool
+queen_spool_sync_dir(const char *dir, char **why)
+{
+	int			fd = BasicOpenFile(dir, O_RDONLY | PG_BINARY);
+
+	if (fd < 0 || pg_fsync(fd) != 0)
+	{
+		*why = psprintf("could not fsync directory \"%s\": %m", dir);
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	close(fd);
+	return true;
+}
+
+bool
+queen_spool_ensure_dir(const char *dir, char **why)
+{
+	struct stat st;
+
+	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+		return true;
+	if (MakePGDirectory(dir) != 0 && errno != EEXIST)
+	{
+		*why = psprintf("could not create spool directory \"%s\": %m", dir);
+		return false;
+	}
+	return true;
+}
+
+/* Items a finished file holds, from its name (0 if it does not say). */
+uint64
+queen_spool_file_items(const char *name)
+{
+	const char *n = strrchr(name, 'n');
+	unsigned long long items;
+
+	if (n == NULL || n == name || n[-1] != '-' || sscanf(n, "n%llu.buf", &items) != 1)
+		return 0;
+	return (uint64) items;
+}
+
+static int
+queen_spool_name_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp((const char *) lfirst(a), (const char *) lfirst(b));
+}
+
+static bool
+queen_has_suffix(const char *name, const char *suffix)
+{
+	size_t		n = strlen(name),
+				s = strlen(suffix);
+
+	return n > s && strcmp(name + n - s, suffix) == 0;
+}
+
+/* Finished files, oldest first, and the items they hold. */
+List *
+queen_spool_list(uint64 *items)
+{
+	DIR		   *dir;
+	struct dirent *de;
+	List	   *names = NIL;
+
+	*items = 0;
+	dir = AllocateDir(queen_spool_directory);
+	if (dir == NULL)
+		return NIL;				/* not created yet: nothing spooled */
+	while ((de = ReadDirExtended(dir, queen_spool_directory, LOG)) != NULL)
+	{
+		if (strncmp(de->d_name, "queen-", 6) != 0 || !queen_has_suffix(de->d_name, ".buf"))
+			continue;
+		names = lappend(names, pstrdup(de->d_name));
+		*items += queen_spool_file_items(de->d_name);
+	}
+	FreeDir(dir);
+	list_sort(names, queen_spool_name_cmp);
+	return names;
+}
+
+/* Files and bytes quarantined under failed/. */
+void
+queen_spool_failed_stats(uint64 *files, uint64 *bytes)
+{
+	char	   *path = queen_spool_path("failed");
+	DIR		   *dir;
+	struct dirent *de;
+
+	*files = 0;
+	*bytes = 0;
+	dir = AllocateDir(path);
+	if (dir == NULL)
+	{
+		pfree(path);
+		return;
+	}
+	while ((de = ReadDirExtended(dir, path, LOG)) != NULL)
+	{
+		char	   *file;
+		struct stat st;
+
+		if (de->d_name[0] == '.')
+			continue;
+		file = psprintf("%s/%s", path, de->d_name);
+		if (stat(file, &st) == 0 && S_ISREG(st.st_mode))
+		{
+			(*files)++;
+			*bytes += (uint64) st.st_size;
+		}
+		pfree(file);
+	}
+	FreeDir(dir);
+	pfree(path);
+}
+
+/* Keep bytes that cannot be drained under failed/, durably. */
+bool
+queen_spool_quarantine(const char *name, const char *data, Size len, char **why)
+{
+	char	   *dir = queen_spool_path("failed");
+	char	   *path = psprintf("%s/%s", dir, name);
+	int			fd;
+	Size		done = 0;
+	bool		ok = false;
+
+	if (!queen_spool_ensure_dir(dir, why))
+		return false;
+	fd = BasicOpenFilePerm(path, O_CREAT | O_TRUNC | O_WRONLY | PG_BINARY, pg_file_create_mode);
+	if (fd < 0)
+	{
+		*why = psprintf("could not create \"%s\": %m", path);
+		return false;
+	}
+	while (done < len)
+	{
+		ssize_t		n = write(fd, data + done, len - done);
+
+		if (n <= 0)
+			break;
+		done += (Size) n;
+	}
+	if (done == len && pg_fsync(fd) == 0)
+		ok = true;
+	else
+		*why = psprintf("could not write \"%s\": %m", path);
+	close(fd);
+	return ok && queen_spool_sync_dir(dir, why);
+}
+
+/* ----------------------------------------------------------------
+ *		Records
+ * ----------------------------------------------------------------
+ */
+
+static void
+queen_put_u16(StringInfo buf, uint16 v)
+{
+	unsigned char b[2] = {v & 0xFF, (v >> 8) & 0xFF};
+
+	appendBinaryStringInfo(buf, (char *) b, 2);
+}
+
+static void
+queen_put_u32(StringInfo buf, uint32 v)
+{
+	unsigned char b[4] = {v & 0xFF, (v >> 8) & 0xFF, (v >> 16) & 0xFF, (v >> 24) & 0xFF};
+
+	appendBinaryStringInfo(buf, (char *) b, 4);
+}
+
+static uint32
+queen_get_u32(const char *p)
+{
+	const unsigned char *b = (const unsigned char *) p;
+
+	return (uint32) b[0] | ((uint32) b[1] << 8) | ((uint32) b[2] << 16) | ((uint32) b[3] << 24);
+}
+
+static uint16
+queen_get_u16(const char *p)
+{
+	const unsigned char *b = (const unsigned char *) p;
+
+	return (uint16) (b[0] | (b[1] << 8));
+}
+
+void
+queen_spool_append_record(StringInfo buf, const QueenSpoolRecord *rec)
+{
+	int			start = buf->len;
+	uint32		body_len = QUEEN_SPOOL_BODY_MIN + rec->qlen + rec->plen + (uint32) rec->frames_len;
+	pg_crc32c	crc;
+
+	queen_put_u32(buf, QUEEN_SPOOL_MAGIC);
+	queen_put_u32(buf, body_len);
+	queen_put_u32(buf, 0);		/* the checksum, once the body is there */
+	queen_put_u32(buf, QUEEN_SPOOL_VERSION);
+	appendBinaryStringInfo(buf, (const char *) rec->tenant.data, UUID_LEN);
+	queen_put_u16(buf, rec->qlen);
+	appendBinaryStringInfo(buf, rec->queue, rec->qlen);
+	queen_put_u16(buf, rec->plen);
+	appendBinaryStringInfo(buf, rec->partition, rec->plen);
+	queen_put_u32(buf, rec->nframes);
+	appendBinaryStringInfo(buf, rec->frames, (int) rec->frames_len);
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf->data + start + QUEEN_SPOOL_HEADER, body_len);
+	FIN_CRC32C(crc);
+	{
+		StringInfoData tmp;
+
+		initStringInfo(&tmp);
+		queen_put_u32(&tmp, crc);
+		memcpy(buf->data + start + 8, tmp.data, 4);
+		pfree(tmp.data);
+	}
+}
+
+/* Parse an intact body; false if it does not make sense. */
+static bool
+queen_spool_parse_body(const char *body, uint32 len, QueenSpoolRecord *rec)
+{
+	Size		pos = 0;
+	Size		fpos = 0;
+	uint32		k;
+
+	if (len < QUEEN_SPOOL_BODY_MIN)
+		return false;
+	memcpy(rec->tenant.data, body, UUID_LEN);
+	pos = UUID_LEN;
+	rec->qlen = queen_get_u16(body + pos);
+	pos += 2;
+	if (rec->qlen == 0 || pos + rec->qlen + 2 > len)
+		return false;
+	rec->queue = body + pos;
+	pos += rec->qlen;
+	rec->plen = queen_get_u16(body + pos);
+	pos += 2;
+	if (rec->plen == 0 || pos + rec->plen + 4 > len)
+		return false;
+	rec->partition = body + pos;
+	pos += rec->plen;
+	rec->nframes = queen_get_u32(body + pos);
+	pos += 4;
+	rec->frames = body + pos;
+	rec->frames_len = len - pos;
+	if (rec->nframes == 0 ||
+		queen_name_problem(rec->queue, rec->qlen, QUEEN_MAX_NAME_BYTES) != NULL ||
+		queen_name_problem(rec->partition, rec->plen, QUEEN_MAX_NAME_BYTES) != NULL)
+		return false;
+	for (k = 0; k < rec->nframes; k++)
+	{
+		QueenFrame	frame;
+
+		if (queen_frame_decode(rec->frames, rec->frames_len, &fpos, &frame) != NULL)
+			return false;
+	}
+	return fpos == rec->frames_len;
+}
+
+/*
+ * Step to the next record at *pos.  On DAMAGED and TRUNCATED, *bad_start
+ * is where the unreadable bytes begin and *pos where they end.
+ */
+QueenSpoolStep
+queen_spool_next(const char *data, Size len, Size *pos, QueenSpoolRecord *rec, Size *bad_start)
+{
+	Size		at = *pos;
+	uint32		body_len;
+	Size		next;
+	pg_crc32c	crc;
+
+	*bad_start = at;
+	if (at >= len)
+		return QUEEN_SPOOL_END;
+	if (len - at < QUEEN_SPOOL_HEADER ||
+		queen_get_u32(data + at) != QUEEN_SPOOL_MAGIC)
+	{
+		*pos = len;
+		return QUEEN_SPOOL_TRUNCATED;
+	}
+	body_len = queen_get_u32(data + at + 4);
+	if (body_len > len - at - QUEEN_SPOOL_HEADER)
+	{
+		*pos = len;
+		return QUEEN_SPOOL_TRUNCATED;
+	}
+	next = at + QUEEN_SPOOL_HEADER + body_len;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data + at + QUEEN_SPOOL_HEADER, body_len);
+	FIN_CRC32C(crc);
+	if (crc == queen_get_u32(data + at + 8) &&
+		queen_get_u32(data + at + 12) == QUEEN_SPOOL_VERSION &&
+		queen_spool_parse_body(data + at + QUEEN_SPOOL_HEADER, body_len, rec))
+	{
+		*pos = next;
+		return QUEEN_SPOOL_RECORD;
+	}
+
+	/* Trust the length only if it leads to the end or to another record. */
+	if (next == len ||
+		(len - next >= 4 && queen_get_u32(data + next) == QUEEN_SPOOL_MAGIC))
+	{
+		*pos = next;
+		return QUEEN_SPOOL_DAMAGED;
+	}
+	*pos = len;
+	return QUEEN_SPOOL_TRUNCATED;
+}
+
+/* The whole file in memory (palloc'd), or NULL with *why. */
+char *
+queen_spool_read_file(const char *path, Size *len, char **why)
+{
+	int			fd = BasicOpenFile(path, O_RDONLY | PG_BINARY);
+	struct stat st;
+	char	   *data;
+	Size		done = 0;
+
+	if (fd < 0 || fstat(fd, &st) != 0)
+	{
+		*why = psprintf("could not open \"%s\": %m", path);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	if ((Size) st.st_size >= MaxAllocHugeSize)
+	{
+		close(fd);
+		*why = psprintf("\"%s\" is too large to drain (%lld bytes)", path, (long long) st.st_size);
+		return NULL;
+	}
+	data = palloc_extended(Max(st.st_size, 1), MCXT_ALLOC_HUGE);
+	while (done < (Size) st.st_size)
+	{
+		ssize_t		n = read(fd, data + done, (Size) st.st_size - done);
+
+		if (n < 0)
+		{
+			*why = psprintf("could not read \"%s\": %m", path);
+			close(fd);
+			pfree(data);
+			return NULL;
+		}
+		if (n == 0)
+			break;
+		done += (Size) n;
+	}
+	close(fd);
+	*len = done;
+	return data;
+}
+
+/* ----------------------------------------------------------------
+ *		Writing (a shard's own file)
+ * ----------------------------------------------------------------
+ */
+
+/* Hand the open file to the drain: rename it to .buf with its item count. */
+void
+queen_spool_finish(int shard)
+{
+	char		tmp[MAXPGPATH];
+	char		buf[MAXPGPATH];
+	char	   *why = NULL;
+
+	if (spool_fd < 0)
+		return;
+	close(spool_fd);
+	spool_fd = -1;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", spool_stem);
+	if (spool_items == 0)
+	{
+		/* nothing durable in it: a first write that failed */
+		(void) unlink(tmp);
+	}
+	else
+	{
+		snprintf(buf, sizeof(buf), "%s-n%d.buf", spool_stem, spool_items);
+		if (rename(tmp, buf) != 0)
+			ereport(WARNING,
+					(errcode_for_file_access(),
+					 errmsg("queen spool: could not rename \"%s\" to \"%s\": %m; it is finished at the shard's next start",
+							tmp, buf)));
+		else if (!queen_spool_sync_dir(queen_spool_directory, &why))
+			ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
+	}
+	pg_atomic_write_u32(&queen_broker->spool.active_items[shard], 0);
+	queen_worker_wake(&queen_broker->maintenance);
+}
+
+/* Open a new file for this shard. */
+static bool
+queen_spool_open(int shard, char **why)
+{
+	char		path[MAXPGPATH];
+	TimestampTz now = GetCurrentTimestamp();
+	long long	ms = (long long) ((now / 1000) + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
+								  (long long) SECS_PER_DAY * 1000);
+
+	if (!queen_spool_ensure_dir(queen_spool_directory, why))
+		return false;
+	snprintf(spool_stem, sizeof(spool_stem), "%s/queen-%013lld-%02d-%d-%06u",
+			 queen_spool_directory, ms, shard, MyProcPid, ++spool_seq % 1000000);
+	snprintf(path, sizeof(path), "%s.tmp", spool_stem);
+	spool_fd = BasicOpenFilePerm(path, O_CREAT | O_EXCL | O_WRONLY | PG_BINARY,
+								 pg_file_create_mode);
+	if (spool_fd < 0)
+	{
+		*why = psprintf("could not create spool file \"%s\": %m", path);
+		return false;
+	}
+	spool_len = 0;
+	spool_items = 0;
+	spool_dir_synced = false;
+	return true;
+}
+
+/*
+ * Append a flush's records and make them durable.  True means every item
+ * in them may be answered "buffered".  On false (*why says why) nothing of
+ * this write remains in the file.
+ */
+bool
+queen_spool_write(StringInfo records, int items, int shard, char **why)
+{
+	Size		done = 0;
+
+	if (spool_fd < 0 && !queen_spool_open(shard, why))
+	{
+		pg_atomic_fetch_add_u64(&queen_broker->spool.write_failures, 1);
+		return false;
+	}
+
+	while (done < (Size) records->len)
+	{
+		ssize_t		n = pwrite(spool_fd, records->data + done, records->len - done,
+							   spool_len + (off_t) done);
+
+		if (n <= 0)
+		{
+			if (n == 0)
+				errno = ENOSPC;
+			break;
+		}
+		done += (Size) n;
+	}
+	if (done == (Size) records->len &&
+		pg_fdatasync(spool_fd) == 0 &&
+		(spool_dir_synced || queen_spool_sync_dir(queen_spool_directory, why)))
+	{
+		spool_dir_synced = true;
+		spool_len += records->len;
+		spool_items += items;
+		spool_last_write = GetCurrentTimestamp();
+		pg_atomic_write_u32(&queen_broker->spool.active_items[shard], (uint32) spool_items);
+		pg_atomic_fetch_add_u64(&queen_broker->spool.items_written, items);
+		if (spool_items >= QUEEN_SPOOL_FILE_ITEMS || spool_len >= QUEEN_SPOOL_FILE_BYTES)
+			queen_spool_finish(shard);
+		return true;
+	}
+
+	if (*why == NULL)
+		*why = psprintf("could not write spool file \"%s.tmp\": %m", spool_stem);
+	pg_atomic_fetch_add_u64(&queen_broker->spool.write_failures, 1);
+
+	/*
+	 * Cut the file back to what was durable before.  If even that fails,
+	 * the tail would hold items answered "failed": finish the file here
+	 * and say so, since the drain reads every intact record.
+	 */
+	if (ftruncate(spool_fd, spool_len) != 0 || pg_fdatasync(spool_fd) != 0)
+	{
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("queen spool: could not cut \"%s.tmp\" back to %lld bytes after a failed write: %m",
+						spool_stem, (long long) spool_len),
+				 errdetail("Records after byte %lld were answered \"failed\" but may be drained.",
+						   (long long) spool_len)));
+		queen_spool_finish(shard);
+	}
+	else if (spool_len == 0)
+		queen_spool_finish(shard);
+	return false;
+}
+
+/*
+ * Finish the open file once it has been idle; returns how many ms until
+ * that is due (-1: no file open).
+ */
+long
+queen_spool_idle(int shard, TimestampTz now)
+{
+	long		since;
+
+	if (spool_fd < 0)
+		return -1;
+	since = (long) ((now - spool_last_write) / 1000);
+	if (since >= QUEEN_SPOOL_IDLE_MS)
+	{
+		queen_spool_finish(shard);
+		return -1;
+	}
+	return QUEEN_SPOOL_IDLE_MS - since;
+}
+
+/*
+ * Finish what a previous process left behind: .tmp files of this shard
+ * (or, for the maintenance worker, shard = -1, of shards that no longer
+ * exist).  Intact records are counted into the name; a torn tail is left
+ * for the reader, which stops there.
+ */
+void
+queen_spool_recover(int shard, int nshards)
+{
+	DIR		   *dir;
+	struct dirent *de;
+	List	   *names = NIL;
+	ListCell   *lc;
+	char	   *why = NULL;
+
+	dir = AllocateDir(queen_spool_directory);
+	if (dir == NULL)
+		return;
+	while ((de = ReadDirExtended(dir, queen_spool_directory, LOG)) != NULL)
+	{
+		long long	ms;
+		int			owner,
+					pid;
+		unsigned	seq;
+
+		if (sscanf(de->d_name, "queen-%13lld-%2d-%d-%6u", &ms, &owner, &pid, &seq) != 4 ||
+			!queen_has_suffix(de->d_name, ".tmp"))
+			continue;
+		if (shard >= 0 ? owner != shard : (owner >= 0 && owner < nshards))
+			continue;
+		names = lappend(names, pstrdup(de->d_name));
+	}
+	FreeDir(dir);
+
+	foreach(lc, names)
+	{
+		char	   *name = (char *) lfirst(lc);
+		char	   *path = queen_spool_path(name);
+		Size		len = 0;
+		char	   *data = queen_spool_read_file(path, &len, &why);
+		Size		pos = 0,
+					bad;
+		uint64		items = 0;
+		QueenSpoolRecord rec;
+		QueenSpoolStep step;
+
+		if (data == NULL)
+		{
+			ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
+			continue;
+		}
+		while ((step = queen_spool_next(data, len, &pos, &rec, &bad)) != QUEEN_SPOOL_END)
+			if (step == QUEEN_SPOOL_RECORD)
+				items += rec.nframes;
+		pfree(data);
+
+		if (items == 0)
+		{
+			ereport(LOG, (errmsg("queen spool: \"%s\" holds no intact record; removed", path)));
+			(void) unlink(path);
+		}
+		else
+		{
+			char	   *stem = pnstrdup(path, strlen(path) - 4);
+			char	   *target = psprintf("%s-n" UINT64_FORMAT ".buf", stem, items);
+
+			if (rename(path, target) != 0)
+				ereport(WARNING,
+						(errcode_for_file_access(),
+						 errmsg("queen spool: could not rename \"%s\": %m", path)));
+			else
+				ereport(LOG,
+						(errmsg("queen spool: finished \"%s\" left by an earlier process (" UINT64_FORMAT " items)",
+								target, items)));
+		}
+	}
+	if (names != NIL && !queen_spool_sync_dir(queen_spool_directory, &why))
+		ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
+	list_free_deep(names);
+}
