@@ -212,7 +212,7 @@ typedef struct QueenSpoolShared
 	pg_atomic_uint32 maintenance;	/* pushes go to the spool */
 	pg_atomic_uint32 setting_seen;	/* queen.maintenance_mode last applied */
 	pg_atomic_uint32 db_healthy;	/* the last drain attempt worked */
-	pg_atomic_uint64 pending;	/* items spooled, not yet drained */
+	pg_atomic_uint64 pending_files;	/* items in finished files, not yet drained */
 	pg_atomic_uint64 failed_files;	/* files in failed/ */
 	pg_atomic_uint64 failed_bytes;
 	pg_atomic_uint64 items_written;
@@ -397,6 +397,7 @@ extern bool queen_spool_quarantine(const char *name, const char *data, Size len,
 
 extern void queen_maintenance_load(void);
 extern bool queen_maintenance_on(void);
+extern uint64 queen_spool_pending(void);
 extern void queen_maintenance_set(bool on, bool setting);
 extern void queen_buffers_json(StringInfo out, int shape);
 

@@ -168,6 +168,21 @@ queen_maintenance_set(bool on, bool setting)
 	queen_worker_wake(&queen_broker->maintenance);
 }
 
+/*
+ * Items in the spool not yet committed: finished files as the maintenance
+ * worker last counted them, plus the shards' open files as of now.
+ */
+uint64
+queen_spool_pending(void)
+{
+	uint64		items = pg_atomic_read_u64(&queen_broker->spool.pending_files);
+	int			s;
+
+	for (s = 0; s < queen_broker->nshards; s++)
+		items += pg_atomic_read_u32(&queen_broker->spool.active_items[s]);
+	return items;
+}
+
 /* Can the spool take a write?  (Its directory is created on first use.) */
 static bool
 queen_spool_writable(void)
@@ -188,7 +203,7 @@ queen_buffers_json(StringInfo out, int shape)
 {
 	QueenSpoolShared *sp = &queen_broker->spool;
 	bool		on = queen_maintenance_on();
-	uint64		pending = pg_atomic_read_u64(&sp->pending);
+	uint64		pending = queen_spool_pending();
 	uint64		failed = pg_atomic_read_u64(&sp->failed_files);
 	uint64		failed_bytes = pg_atomic_read_u64(&sp->failed_bytes);
 	bool		db = pg_atomic_read_u32(&sp->db_healthy) != 0;
@@ -550,11 +565,8 @@ queen_drain_survey(void)
 	uint64		files,
 				bytes;
 	List	   *names = queen_spool_list(&items);
-	int			s;
 
-	for (s = 0; s < queen_broker->nshards; s++)
-		items += pg_atomic_read_u32(&queen_broker->spool.active_items[s]);
-	pg_atomic_write_u64(&queen_broker->spool.pending, items);
+	pg_atomic_write_u64(&queen_broker->spool.pending_files, items);
 	queen_spool_failed_stats(&files, &bytes);
 	pg_atomic_write_u64(&queen_broker->spool.failed_files, files);
 	pg_atomic_write_u64(&queen_broker->spool.failed_bytes, bytes);

@@ -112,7 +112,7 @@ queen_metrics_render(StringInfo out)
 						 queen_maintenance_on() ? 1 : 0);
 		queen_metric_u64(out, "queen_file_buffer_pending", "gauge",
 						 "Items in the disk spool not yet committed.",
-						 pg_atomic_read_u64(&sp->pending));
+						 queen_spool_pending());
 		queen_metric_u64(out, "queen_file_buffer_failed", "gauge",
 						 "Files set aside under the spool's failed/ directory.",
 						 pg_atomic_read_u64(&sp->failed_files));
