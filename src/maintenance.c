@@ -607,14 +607,13 @@ queen_maintenance_main(Datum arg)
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
 		{
-			bool		seen;
-
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			seen = pg_atomic_read_u32(&queen_broker->spool.setting_seen) != 0;
-			if (seen != queen_maintenance_mode_setting)
-				queen_maintenance_set(queen_maintenance_mode_setting, true);
 		}
+		/* every pass, so a reload while this worker was restarting counts too */
+		if ((pg_atomic_read_u32(&queen_broker->spool.setting_seen) != 0) !=
+			queen_maintenance_mode_setting)
+			queen_maintenance_set(queen_maintenance_mode_setting, true);
 		now = GetCurrentTimestamp();
 		if (ShutdownRequestPending)
 		{

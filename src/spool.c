@@ -104,12 +104,20 @@ queen_spool_ensure_dir(const char *dir, char **why)
 
 	if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
 		return true;
-	if (MakePGDirectory(dir) != 0 && errno != EEXIST)
+	if (MakePGDirectory(dir) != 0)
 	{
+		if (errno == EEXIST)
+			return true;
 		*why = psprintf("could not create spool directory \"%s\": %m", dir);
 		return false;
 	}
-	return true;
+	/* the new directory's own entry must survive a crash too */
+	{
+		char	   *parent = pstrdup(dir);
+
+		get_parent_directory(parent);
+		return queen_spool_sync_dir(parent[0] != '\0' ? parent : ".", why);
+	}
 }
 
 /* Items a finished file holds, from its name (0 if it does not say). */
