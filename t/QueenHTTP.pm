@@ -20,7 +20,9 @@ use Test::More;
 
 our @EXPORT = qw(start_broker http_request http_json push_items wait_for
   wait_healthy raw_exchange metric log_crashes broker_conf verify_results gapless
-  run_load);
+  run_load stored_frames stored_count buffer_status set_maintenance
+  get_maintenance spool_files process_alive last_listener_pid
+  verify_acknowledged);
 
 my $json = JSON::PP->new->canonical;
 
@@ -38,7 +40,6 @@ queen.database = '$db'
 queen.http_port = $port
 queen.http_listen_address = '127.0.0.1'
 queen.fusion_shards = $shards
-log_min_messages = log
 CONF
 }
 
@@ -228,6 +229,155 @@ sub gapless
 			 WHERE q.name = '$queue'
 			 GROUP BY p.id, p.last_offset) x
 		 WHERE NOT contiguous OR n <> last_offset + 1});
+}
+
+
+# ---- spool, maintenance mode and crash helpers ---------------------------------
+
+# Every message stored for a queue, one [partition, transaction_id,
+# message_id] per frame, in partition and offset order.
+sub stored_frames
+{
+	my ($node, $queue) = @_;
+	my $out = $node->safe_psql('postgres', qq{
+		SELECT p.name, f.transaction_id, f.message_id
+		  FROM queen.log_segments s
+		  JOIN queen.log_partitions p ON p.id = s.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id,
+		  LATERAL queen.unpack_frames(s.blob) f
+		 WHERE q.name = '$queue'
+		 ORDER BY p.name, s.base_offset, f.idx});
+	return map { [ split /\|/, $_, -1 ] } grep { length } split /\n/, $out;
+}
+
+# Number of messages stored for a queue, from the segments' offset ranges
+# (cheap enough to poll under load).
+sub stored_count
+{
+	my ($node, $queue) = @_;
+	return $node->safe_psql('postgres', qq{
+		SELECT coalesce(sum(s.end_offset - s.base_offset + 1), 0)
+		  FROM queen.log_segments s
+		  JOIN queen.log_partitions p ON p.id = s.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE q.name = '$queue'});
+}
+
+# GET /api/v1/status/buffers decoded, or undef when it does not answer 200.
+sub buffer_status
+{
+	my ($port) = @_;
+	my ($s, $d) = http_json($port, 'GET', '/api/v1/status/buffers');
+	return ($s == 200 && ref $d eq 'HASH') ? $d : undef;
+}
+
+# POST /api/v1/system/maintenance {"enabled": <bool>}: (status, decoded, raw).
+sub set_maintenance
+{
+	my ($port, $on) = @_;
+	return http_json($port, 'POST', '/api/v1/system/maintenance',
+		'{"enabled":' . ($on ? 'true' : 'false') . '}');
+}
+
+# GET /api/v1/system/maintenance decoded, or undef when it does not answer 200.
+sub get_maintenance
+{
+	my ($port) = @_;
+	my ($s, $d) = http_json($port, 'GET', '/api/v1/system/maintenance');
+	return ($s == 200 && ref $d eq 'HASH') ? $d : undef;
+}
+
+# Names of the plain files in $dir matching $re (none if $dir is missing).
+sub spool_files
+{
+	my ($dir, $re) = @_;
+	opendir(my $dh, $dir) or return ();
+	my @names = sort grep { -f "$dir/$_" && (!defined $re || $_ =~ $re) } readdir $dh;
+	closedir $dh;
+	return @names;
+}
+
+# Is $pid a live process (a zombie nobody reaps counts as gone)?
+sub process_alive
+{
+	my ($pid) = @_;
+	open(my $fh, '<', "/proc/$pid/stat") or return 0;
+	my $line = <$fh>;
+	close $fh;
+	return 0 unless defined $line;
+	my ($state) = $line =~ /^\d+ \(.*\) (\S)/s;
+	return defined $state && $state ne 'Z' && $state ne 'X';
+}
+
+# Pid of the newest listener $index, from its "listening on" log line
+# (listeners hold no database connection, so pg_stat_activity lacks them).
+sub last_listener_pid
+{
+	my ($node, $index) = @_;
+	$index //= 0;
+	my $pid;
+	for (split /\n/, slurp_file($node->logfile))
+	{
+		$pid = $1 if /\[(\d+)\] LOG:  queen listener $index: listening on/;
+	}
+	return $pid;
+}
+
+# Check a bench/queen-load --results file of a run that may have seen
+# crashes against the tables.  Returns a hash reference of counts:
+#   answered            result lines (items of requests answered 2xx)
+#   queued, buffered, failed, duplicate, other   answers by status
+#   acked_not_once      items answered queued or buffered whose
+#                       (transactionId, partition) is not stored exactly once
+#   acked_wrong_id      of those, not stored under the message id answered
+#   failed_stored       items answered failed that are stored
+#   txn_stored_twice    transactionIds stored more than once in the queue
+#   stored              messages stored in the queue
+#   unanswered_stored   stored messages whose transactionId got no answer
+#                       (their request's connection broke)
+sub verify_acknowledged
+{
+	my ($node, $file, $queue) = @_;
+	my @cols = qw(answered queued buffered failed duplicate other
+	  acked_not_once acked_wrong_id failed_stored txn_stored_twice stored
+	  unanswered_stored);
+	my $sql = qq{
+		CREATE TEMP TABLE answered (txn text, status text, mid uuid, part text);
+		COPY answered FROM '$file';
+		CREATE TEMP TABLE stored AS
+			SELECT p.name AS part, f.transaction_id AS txn, f.message_id AS mid
+			  FROM queen.log_segments s
+			  JOIN queen.log_partitions p ON p.id = s.partition_id
+			  JOIN queen.queues q ON q.id = p.queue_id,
+			  LATERAL queen.unpack_frames(s.blob) f
+			 WHERE q.name = '$queue';
+		ANALYZE answered;
+		ANALYZE stored;
+		WITH per AS (
+			SELECT txn, part, count(*) AS n, array_agg(mid) AS mids
+			  FROM stored GROUP BY txn, part),
+		a AS (
+			SELECT a.status, a.mid, coalesce(per.n, 0) AS n, per.mids,
+			       a.status IN ('queued', 'buffered') AS acked
+			  FROM answered a LEFT JOIN per USING (txn, part))
+		SELECT count(*),
+		       count(*) FILTER (WHERE status = 'queued'),
+		       count(*) FILTER (WHERE status = 'buffered'),
+		       count(*) FILTER (WHERE status = 'failed'),
+		       count(*) FILTER (WHERE status = 'duplicate'),
+		       count(*) FILTER (WHERE status NOT IN ('queued', 'buffered', 'failed', 'duplicate')),
+		       count(*) FILTER (WHERE acked AND n <> 1),
+		       count(*) FILTER (WHERE acked AND NOT coalesce(mid = ANY (mids), false)),
+		       count(*) FILTER (WHERE status = 'failed' AND n > 0),
+		       (SELECT count(*) FROM (SELECT txn FROM stored GROUP BY txn HAVING count(*) > 1) d),
+		       (SELECT count(*) FROM stored),
+		       (SELECT count(*) FROM stored s WHERE NOT EXISTS
+		           (SELECT 1 FROM answered x WHERE x.txn = s.txn))
+		  FROM a
+	};
+	my %r;
+	@r{@cols} = split /\|/, $node->safe_psql('postgres', $sql);
+	return \%r;
 }
 
 1;
