@@ -48,6 +48,7 @@
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 #include "utils/builtins.h"
@@ -524,7 +525,11 @@ queen_drain_file(const char *name)
 	}
 
 	pg_atomic_write_u32(&queen_broker->spool.db_healthy, 1);
-	if (!already)
+	if (already)
+		ereport(LOG,
+				(errmsg("queen spool: \"%s\" was committed before (it is in queen.spool_drained); removed without replaying it",
+						name)));
+	else
 	{
 		pg_atomic_fetch_add_u64(&queen_broker->spool.items_drained, queued);
 		pg_atomic_fetch_add_u64(&queen_broker->spool.items_dropped, dropped);
@@ -653,6 +658,9 @@ queen_maintenance_main(Datum arg)
 				if (done == QUEEN_DRAIN_FILES_PER_PASS || ShutdownRequestPending ||
 					queen_maintenance_on())
 					break;
+				/* no latch wait between files: notice a dead postmaster here */
+				if (!PostmasterIsAlive())
+					proc_exit(1);
 				MemoryContextSwitchTo(queen_file_cxt);
 				result = queen_drain_file((const char *) lfirst(lc));
 				MemoryContextSwitchTo(queen_drain_cxt);

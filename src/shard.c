@@ -56,6 +56,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
 #include "utils/guc.h"
@@ -993,6 +994,9 @@ queen_shard_main(Datum arg)
 		/* a cancel between transactions has nothing to cancel */
 		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
+		/* under steady load the loop never waits on the latch, which would notice */
+		if (!PostmasterIsAlive())
+			proc_exit(1);
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;

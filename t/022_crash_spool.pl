@@ -129,16 +129,15 @@ like(slurp_file($node->logfile), qr/\(PID $listener_pid\) was terminated by sign
 is(stored_count($node, 'crash_b'), '0', '(b) nothing of the buffered load is stored yet');
 
 # ---- (c) maintenance off under load, SIGKILL the postmaster during the drain ---------
-# The postmaster's death alone does not stop a drain transaction already
-# running (a backend notices it only when it waits), so the draining worker
-# is SIGKILLed together with it: the drain is cut between or inside file
-# transactions, and every other process must exit on its own.
+# Only the postmaster is killed.  Its children must notice and exit on
+# their own: the listener at once, the shards once idle, the maintenance
+# worker after the file it is committing (it checks between files), so the
+# drain is cut short with files left.  (Killing a backend too would be a
+# different experiment: without a postmaster to reset shared memory, a
+# backend killed holding an LWLock leaves the others waiting on it forever.)
 $pending_before = pending();
 my $run_c = start_load('crash_c', 'c');
 ok(wait_for(sub { pending() >= $pending_before + 200 }, 30), '(c) the load is being buffered');
-my $maint_pid = $node->safe_psql('postgres',
-	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'queen maintenance'");
-like($maint_pid, qr/^\d+$/, "(c) the maintenance worker: $maint_pid");
 open(my $pidfh, '<', $node->data_dir . '/postmaster.pid') or die "postmaster.pid: $!";
 chomp(my $pm = <$pidfh>);
 close $pidfh;
@@ -148,7 +147,6 @@ ok(set_maintenance_retry(0), '(c) maintenance turned off with the load running')
 ok(wait_for(sub { (metric($port, 'queen_spool_items_drained_total') // 0) > 0 }, 30),
 	'(c) the drain has committed a first file');
 $node->kill9;
-kill 'KILL', $maint_pid;
 my $files_before_kill = count_matches(qr/queen spool: drained "/) - $drained_lines;
 diag("(c) spool files drained before the kill: $files_before_kill; left: "
 	  . scalar(spool_files($spool, qr/\.buf$/)));
