@@ -30,3 +30,23 @@ bench_cleanup() {
 }
 
 psql_b() { as_cluster_user "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$WORK" -p "$BENCH_PORT_USED" -U postgres -d postgres "$@"; }
+
+bench_wait_healthy() {	# bench_wait_healthy <http port>
+	for _ in $(seq 1 120); do
+		if perl -MHTTP::Tiny -e 'exit(HTTP::Tiny->new(timeout => 2)->get("http://127.0.0.1:$ARGV[0]/health")->{status} == 200 ? 0 : 1)' "$1"; then
+			return 0
+		fi
+		sleep 0.5
+	done
+	echo "broker not healthy" >&2
+	exit 1
+}
+
+bench_reset_state() {	# empty the queues and checkpoint, so runs start alike
+	psql_b <<'SQL'
+SET client_min_messages = warning;
+TRUNCATE queen.queues CASCADE;
+TRUNCATE queen.log_txns;
+CHECKPOINT;
+SQL
+}

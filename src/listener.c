@@ -19,7 +19,10 @@
  *
  * Requests that need the database for something other than a push
  * (/health, /api/v1/configure, DELETE of a queue) are handed to a shard as
- * control requests, so this process never blocks on SQL.
+ * control requests, so this process never blocks on SQL.  Maintenance
+ * mode and the spool's state are in shared memory (maintenance.c) and are
+ * answered here; switching the mode writes its small state file, the one
+ * synchronous write this loop makes, and only on that admin request.
  *
  * If a shard restarts, whatever it had not answered is lost with it: the
  * listener sees the shard's new incarnation (or its ring's new epoch) and

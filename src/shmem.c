@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.c
- *	  The broker's shared memory and worker registration.
+ *	  The broker's shared memory, worker registration, and what every
+ *	  broker worker does the same way: start, connect to queen.database,
+ *	  and bound its transactions with queen.push_statement_timeout.
  *
  * Everything here happens only when the library is in
  * shared_preload_libraries: the SQL door never needs shared memory.  The
@@ -10,11 +12,13 @@
  * shmem_request_hook (PostgreSQL 15 refuses it anywhere else) and laid out
  * once in shmem_startup_hook under AddinShmemInitLock.  After a crash the
  * postmaster reinitialises shared memory, so every ring and counter starts
- * clean together with the restarted workers.
+ * clean together with the restarted workers; only maintenance mode is
+ * carried over, from its state file (maintenance.c).
  *
  * Locking: worker slots are written by their own worker (state and
  * incarnation are atomics others read); rings have their own spinlocks;
- * the permit pool's controller state has a spinlock; counters are atomics.
+ * the permit pool's controller state has a spinlock; counters, gauges and
+ * the maintenance flag are atomics.
  *
  *-------------------------------------------------------------------------
  */
