@@ -258,6 +258,43 @@ typedef struct QueenDrainGroup
 	int			order;			/* first appearance in the file */
 } QueenDrainGroup;
 
+/* Bytes of a file that cannot be drained. */
+typedef struct QueenDrainDamage
+{
+	Size		start;
+	Size		end;
+	bool		truncated;		/* the rest of the file, not one record */
+} QueenDrainDamage;
+
+/*
+ * Keep a file's unreadable bytes under failed/ and say so.  Done once the
+ * file's transaction is settled (committed now or before), so retries do
+ * not count the damage twice.
+ */
+static void
+queen_drain_report_damage(const char *name, const char *data, List *damage)
+{
+	ListCell   *lc;
+
+	foreach(lc, damage)
+	{
+		QueenDrainDamage *d = (QueenDrainDamage *) lfirst(lc);
+		char	   *kept = psprintf("%s.at%zu.damaged", name, d->start);
+		char	   *why = NULL;
+		bool		saved = queen_spool_quarantine(kept, data + d->start, d->end - d->start, &why);
+
+		pg_atomic_fetch_add_u64(&queen_broker->spool.records_damaged, 1);
+		ereport(WARNING,
+				(errmsg("queen spool: %s: record at byte %zu is %s (%zu bytes); %s",
+						name, d->start,
+						d->truncated ? "truncated or unreadable to the end of the file" :
+						"damaged (its checksum does not match); skipped",
+						d->end - d->start,
+						saved ? psprintf("its bytes are kept as failed/%s", kept) :
+						psprintf("its bytes could not be kept: %s", why))));
+	}
+}
+
 typedef enum QueenDrainResult
 {
 	QUEEN_DRAIN_DONE,			/* committed (or found committed) and removed */
@@ -342,12 +379,12 @@ queen_drain_failed_again(const char *name)
 }
 
 /*
- * Split a file into partition groups, keeping what cannot be read under
- * failed/.  Returns the groups in order of first appearance.  Not inlined:
+ * Split a file into partition groups, and list the ranges that cannot be
+ * read.  Returns the groups in order of first appearance.  Not inlined:
  * its locals must stay out of the caller's PG_TRY frame.
  */
 static pg_noinline QueenDrainGroup **
-queen_drain_parse(const char *name, const char *data, Size len, int *ngroups, int64 *items)
+queen_drain_parse(const char *data, Size len, int *ngroups, int64 *items, List **damage)
 {
 	HASHCTL		ctl;
 	HTAB	   *groups;
@@ -374,20 +411,12 @@ queen_drain_parse(const char *name, const char *data, Size len, int *ngroups, in
 
 		if (step != QUEEN_SPOOL_RECORD)
 		{
-			char	   *kept = psprintf("%s.at%zu.damaged", name, bad);
-			char	   *why = NULL;
-			bool		saved = queen_spool_quarantine(kept, data + bad, pos - bad, &why);
+			QueenDrainDamage *d = palloc(sizeof(QueenDrainDamage));
 
-			pg_atomic_fetch_add_u64(&queen_broker->spool.records_damaged, 1);
-			ereport(WARNING,
-					(errmsg("queen spool: %s: record at byte %zu is %s (%zu bytes); %s",
-							name, bad,
-							step == QUEEN_SPOOL_DAMAGED ?
-							"damaged (its checksum does not match); skipped" :
-							"truncated or unreadable to the end of the file",
-							pos - bad,
-							saved ? psprintf("its bytes are kept as failed/%s", kept) :
-							psprintf("its bytes could not be kept: %s", why))));
+			d->start = bad;
+			d->end = pos;
+			d->truncated = step == QUEEN_SPOOL_TRUNCATED;
+			*damage = lappend(*damage, d);
 			continue;
 		}
 
@@ -438,6 +467,7 @@ queen_drain_file(const char *name)
 	char	   *message = NULL;
 	uint64		queued = 0,
 				dropped = 0;
+	List	   *damage = NIL;
 	MemoryContext cxt = CurrentMemoryContext;
 
 	data = queen_spool_read_file(path, &len, &why);
@@ -448,7 +478,7 @@ queen_drain_file(const char *name)
 			queen_drain_quarantine_file(name, why);
 		return QUEEN_DRAIN_RETRY;
 	}
-	groups = queen_drain_parse(name, data, len, &ngroups, &items);
+	groups = queen_drain_parse(data, len, &ngroups, &items, &damage);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -525,6 +555,7 @@ queen_drain_file(const char *name)
 	}
 
 	pg_atomic_write_u32(&queen_broker->spool.db_healthy, 1);
+	queen_drain_report_damage(name, data, damage);
 	if (already)
 		ereport(LOG,
 				(errmsg("queen spool: \"%s\" was committed before (it is in queen.spool_drained); removed without replaying it",

@@ -254,11 +254,23 @@ queen_put_u16(StringInfo buf, uint16 v)
 }
 
 static void
+queen_store_u32(char *p, uint32 v)
+{
+	unsigned char *b = (unsigned char *) p;
+
+	b[0] = v & 0xFF;
+	b[1] = (v >> 8) & 0xFF;
+	b[2] = (v >> 16) & 0xFF;
+	b[3] = (v >> 24) & 0xFF;
+}
+
+static void
 queen_put_u32(StringInfo buf, uint32 v)
 {
-	unsigned char b[4] = {v & 0xFF, (v >> 8) & 0xFF, (v >> 16) & 0xFF, (v >> 24) & 0xFF};
+	char		b[4];
 
-	appendBinaryStringInfo(buf, (char *) b, 4);
+	queen_store_u32(b, v);
+	appendBinaryStringInfo(buf, b, 4);
 }
 
 static uint32
@@ -299,14 +311,7 @@ queen_spool_append_record(StringInfo buf, const QueenSpoolRecord *rec)
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, buf->data + start + QUEEN_SPOOL_HEADER, body_len);
 	FIN_CRC32C(crc);
-	{
-		StringInfoData tmp;
-
-		initStringInfo(&tmp);
-		queen_put_u32(&tmp, crc);
-		memcpy(buf->data + start + 8, tmp.data, 4);
-		pfree(tmp.data);
-	}
+	queen_store_u32(buf->data + start + 8, crc);
 }
 
 /* Parse an intact body; false if it does not make sense. */
