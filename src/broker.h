@@ -247,6 +247,7 @@ extern QueenRing *queen_submit_ring(int listener, int shard);
 extern QueenRing *queen_verdict_ring(int shard, int listener);
 extern QueenWorkerSlot *queen_worker_begin(QueenWorkerKind kind, int index);
 extern void queen_worker_connect(QueenWorkerSlot *slot, const char *who);
+extern void queen_worker_poll_signals(void);
 extern void queen_statement_timeout_start(void);
 extern void queen_statement_timeout_stop(bool check);
 extern void queen_worker_set_state(QueenWorkerSlot *slot, QueenWorkerState state);

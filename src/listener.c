@@ -449,6 +449,28 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 	queen_group_answered(r, g);
 }
 
+/*
+ * Answer pending entries that will get nothing more from a shard: a push
+ * renders what it has (items without a verdict render failed), a control
+ * request gets 503 with why.  Frees the list.
+ */
+static void
+queen_answer_abandoned(List *entries, const char *why)
+{
+	ListCell   *lc;
+
+	foreach(lc, entries)
+	{
+		QueenPending d = queen_pending_take((QueenPending *) lfirst(lc));
+
+		if (d.kind == QUEEN_PENDING_PUSH)
+			queen_push_render(&d);
+		else
+			queen_respond_error(d.http, 503, why);
+	}
+	list_free(entries);
+}
+
 /* Fail every group (and control request) still waiting on a restarted shard. */
 static void
 queen_fail_shard(int shard)
@@ -456,7 +478,6 @@ queen_fail_shard(int shard)
 	HASH_SEQ_STATUS seq;
 	QueenPending *p;
 	List	   *done = NIL;
-	ListCell   *lc;
 
 	hash_seq_init(&seq, queen_pending);
 	while ((p = (QueenPending *) hash_seq_search(&seq)) != NULL)
@@ -479,17 +500,7 @@ queen_fail_shard(int shard)
 		}
 	}
 
-	foreach(lc, done)
-	{
-		QueenPending d = queen_pending_take((QueenPending *) lfirst(lc));
-
-		if (d.kind == QUEEN_PENDING_PUSH)
-			queen_push_render(&d);
-		else
-			queen_respond_error(d.http, 503,
-								psprintf("the broker's shard %d restarted before answering", shard));
-	}
-	list_free(done);
+	queen_answer_abandoned(done, psprintf("the broker's shard %d restarted before answering", shard));
 }
 
 /* ----------------------------------------------------------------
@@ -928,22 +939,11 @@ queen_abandon_pending(void)
 	HASH_SEQ_STATUS seq;
 	QueenPending *p;
 	List	   *all = NIL;
-	ListCell   *lc;
 
 	hash_seq_init(&seq, queen_pending);
 	while ((p = (QueenPending *) hash_seq_search(&seq)) != NULL)
 		all = lappend(all, p);
-	foreach(lc, all)
-	{
-		QueenPending d = queen_pending_take((QueenPending *) lfirst(lc));
-
-		/* items still without a verdict render failed */
-		if (d.kind == QUEEN_PENDING_PUSH)
-			queen_push_render(&d);
-		else
-			queen_respond_error(d.http, 503, "the broker is shutting down");
-	}
-	list_free(all);
+	queen_answer_abandoned(all, "the broker is shutting down");
 }
 
 /* ----------------------------------------------------------------
@@ -985,14 +985,7 @@ queen_listener_bind(void)
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 5000L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (ShutdownRequestPending)
-			proc_exit(0);
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
+		queen_worker_poll_signals();
 	}
 	ereport(LOG,
 			(errmsg("queen listener %d: listening on %s:%d",

@@ -946,7 +946,6 @@ queen_shard_has_ready(TimestampTz now, long *hold_ms)
 	return false;
 }
 
-
 void
 queen_shard_main(Datum arg)
 {

@@ -233,6 +233,24 @@ queen_database_exists(void)
 }
 
 /*
+ * Between the waits of a worker that holds no work yet (waiting for its
+ * database, its port): SIGTERM ends it with nothing to finish, SIGHUP
+ * re-reads the settings.
+ */
+void
+queen_worker_poll_signals(void)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (ShutdownRequestPending)
+		proc_exit(0);
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
+/*
  * Connect to queen.database.  A connection to a missing database is FATAL
  * (exit 1, a restart 5 s later), so the start after a failed attempt comes
  * up connected to no database instead: it watches pg_database and exits 1
@@ -257,14 +275,7 @@ queen_worker_connect(QueenWorkerSlot *slot, const char *who)
 	{
 		bool		exists;
 
-		CHECK_FOR_INTERRUPTS();
-		if (ShutdownRequestPending)
-			proc_exit(0);
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
+		queen_worker_poll_signals();
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
 		exists = queen_database_exists();

@@ -147,27 +147,35 @@ queen_has_suffix(const char *name, const char *suffix)
 	return n > s && strcmp(name + n - s, suffix) == 0;
 }
 
-/* Finished files, oldest first, and the items they hold. */
-List *
-queen_spool_list(uint64 *items)
+/* Spool files with this suffix, oldest first (none if the directory is not there yet). */
+static List *
+queen_spool_names(const char *suffix)
 {
 	DIR		   *dir;
 	struct dirent *de;
 	List	   *names = NIL;
 
-	*items = 0;
 	dir = AllocateDir(queen_spool_directory);
 	if (dir == NULL)
-		return NIL;				/* not created yet: nothing spooled */
+		return NIL;
 	while ((de = ReadDirExtended(dir, queen_spool_directory, LOG)) != NULL)
-	{
-		if (strncmp(de->d_name, "queen-", 6) != 0 || !queen_has_suffix(de->d_name, ".buf"))
-			continue;
-		names = lappend(names, pstrdup(de->d_name));
-		*items += queen_spool_file_items(de->d_name);
-	}
+		if (strncmp(de->d_name, "queen-", 6) == 0 && queen_has_suffix(de->d_name, suffix))
+			names = lappend(names, pstrdup(de->d_name));
 	FreeDir(dir);
 	list_sort(names, queen_spool_name_cmp);
+	return names;
+}
+
+/* Finished files, oldest first, and the items they hold. */
+List *
+queen_spool_list(uint64 *items)
+{
+	List	   *names = queen_spool_names(".buf");
+	ListCell   *lc;
+
+	*items = 0;
+	foreach(lc, names)
+		*items += queen_spool_file_items((const char *) lfirst(lc));
 	return names;
 }
 
@@ -612,30 +620,25 @@ queen_spool_idle(int shard, TimestampTz now)
 void
 queen_spool_recover(int shard, int nshards)
 {
-	DIR		   *dir;
-	struct dirent *de;
+	List	   *all = queen_spool_names(".tmp");
 	List	   *names = NIL;
 	ListCell   *lc;
 	char	   *why = NULL;
 
-	dir = AllocateDir(queen_spool_directory);
-	if (dir == NULL)
-		return;
-	while ((de = ReadDirExtended(dir, queen_spool_directory, LOG)) != NULL)
+	foreach(lc, all)
 	{
+		const char *name = (const char *) lfirst(lc);
 		long long	ms;
 		int			owner,
 					pid;
 		unsigned	seq;
 
-		if (sscanf(de->d_name, "queen-%13lld-%2d-%d-%6u", &ms, &owner, &pid, &seq) != 4 ||
-			!queen_has_suffix(de->d_name, ".tmp"))
+		if (sscanf(name, "queen-%13lld-%2d-%d-%6u", &ms, &owner, &pid, &seq) != 4)
 			continue;
 		if (shard >= 0 ? owner != shard : (owner >= 0 && owner < nshards))
 			continue;
-		names = lappend(names, pstrdup(de->d_name));
+		names = lappend(names, (void *) name);
 	}
-	FreeDir(dir);
 
 	foreach(lc, names)
 	{
@@ -681,5 +684,6 @@ queen_spool_recover(int shard, int nshards)
 	}
 	if (names != NIL && !queen_spool_sync_dir(queen_spool_directory, &why))
 		ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
-	list_free_deep(names);
+	list_free(names);
+	list_free_deep(all);
 }

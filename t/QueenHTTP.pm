@@ -263,13 +263,16 @@ sub stored_count
 		 WHERE q.name = '$queue'});
 }
 
-# GET /api/v1/status/buffers decoded, or undef when it does not answer 200.
-sub buffer_status
+# GET $path's JSON object, or undef when it does not answer 200 with one.
+sub get_object
 {
-	my ($port) = @_;
-	my ($s, $d) = http_json($port, 'GET', '/api/v1/status/buffers');
+	my ($port, $path) = @_;
+	my ($s, $d) = http_json($port, 'GET', $path);
 	return ($s == 200 && ref $d eq 'HASH') ? $d : undef;
 }
+
+# GET /api/v1/status/buffers decoded, or undef.
+sub buffer_status { return get_object($_[0], '/api/v1/status/buffers'); }
 
 # POST /api/v1/system/maintenance {"enabled": <bool>}: (status, decoded, raw).
 sub set_maintenance
@@ -279,13 +282,8 @@ sub set_maintenance
 		'{"enabled":' . ($on ? 'true' : 'false') . '}');
 }
 
-# GET /api/v1/system/maintenance decoded, or undef when it does not answer 200.
-sub get_maintenance
-{
-	my ($port) = @_;
-	my ($s, $d) = http_json($port, 'GET', '/api/v1/system/maintenance');
-	return ($s == 200 && ref $d eq 'HASH') ? $d : undef;
-}
+# GET /api/v1/system/maintenance decoded, or undef.
+sub get_maintenance { return get_object($_[0], '/api/v1/system/maintenance'); }
 
 # Names of the plain files in $dir matching $re (none if $dir is missing).
 sub spool_files
