@@ -378,6 +378,8 @@ build_request(Conn *c)
 	size_t		body_len,
 				hl;
 
+	int			request_part = opt_part_random == 2 ? pick_partition(c) : -1;
+
 	p = APPEND_LIT(p, "{\"items\":[");
 	for (int i = 0; i < opt_items; i++)
 	{
@@ -396,7 +398,7 @@ build_request(Conn *c)
 		}
 		else
 		{
-			part = pick_partition(c);
+			part = request_part >= 0 ? request_part : pick_partition(c);
 			if (opt_dup_every > 0)
 			{
 				c->ring_seq[c->ring_n % DUP_RING] = seq;
@@ -1076,7 +1078,9 @@ usage(FILE *f)
 		  "  --connect-timeout S    give up (exit 1) if nothing connected within S (5)\n"
 		  "  --queue NAME           (bench)\n"
 		  "  --partitions P         items go to partitions p0..p<P-1> (1)\n"
-		  "  --partition-mode M     rr | random (random, fixed seed per connection)\n"
+		  "  --partition-mode M     rr | random | request: per item in turn, per item at random,\n"
+		  "                         or one random partition for all items of a request\n"
+		  "                         (random; seeds fixed per connection)\n"
 		  "  --items K              items per request (1)\n"
 		  "  --payload-bytes B      payload {\"n\":seq,\"pad\":\"xx..\"} of about B bytes (64)\n"
 		  "  --txn-prefix S         transactionId = S-<conn>-<seq> (t<pid>)\n"
@@ -1169,8 +1173,10 @@ parse_args(int argc, char **argv)
 					opt_part_random = 0;
 				else if (strcmp(optarg, "random") == 0)
 					opt_part_random = 1;
+				else if (strcmp(optarg, "request") == 0)
+					opt_part_random = 2;
 				else
-					die_usage("--partition-mode must be rr or random");
+					die_usage("--partition-mode must be rr, random or request");
 				break;
 			case 'k':
 				opt_items = (int) parse_int("items", optarg, 1, 1000000);

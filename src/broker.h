@@ -54,6 +54,7 @@ extern int	queen_http_port;
 extern int	queen_http_workers;
 extern int	queen_fusion_shards;
 extern int	queen_bundle_max;
+extern int	queen_fusion_shards_effective(void);
 extern int	queen_fusion_hold_ms;
 extern int	queen_fusion_min_frames;
 extern int	queen_fusion_frames;

@@ -29,8 +29,8 @@ char	   *queen_database = NULL;
 char	   *queen_http_listen_address = NULL;
 int			queen_http_port = 6632;
 int			queen_http_workers = 1;
-int			queen_fusion_shards = 8;
-int			queen_bundle_max = 16;
+int			queen_fusion_shards = 0;
+int			queen_bundle_max = 256;
 int			queen_fusion_hold_ms = 15;
 int			queen_fusion_min_frames = 0;
 int			queen_fusion_frames = 500;
@@ -156,9 +156,9 @@ queen_define_gucs(void)
 
 	DefineCustomIntVariable("queen.fusion_shards",
 							"Number of fusion shard workers, each with its own database connection.",
-							"A shard owns a disjoint set of partitions and runs one bundle transaction at a time.",
+							"0 (the default) picks two per CPU core the server sees, between 2 and 8. A shard owns a disjoint set of partitions and runs one bundle transaction at a time.",
 							&queen_fusion_shards,
-							8, 1, QUEEN_MAX_SHARDS,
+							0, 0, QUEEN_MAX_SHARDS,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
@@ -167,7 +167,7 @@ queen_define_gucs(void)
 							"Most partitions committed together in one bundle transaction.",
 							NULL,
 							&queen_bundle_max,
-							16, 1, 1024,
+							256, 1, 1024,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
@@ -272,4 +272,26 @@ queen_define_gucs(void)
 							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("queen");
+}
+
+/*
+ * The number of shards queen.fusion_shards asks for.  Automatic: two per
+ * core, because a shard alternates between CPU work and waiting for its
+ * commit's flush, and two keep a core busy through that wait; no more,
+ * because every extra shard splits the same load into smaller bundles, so
+ * more commits with their fixed cost compete for the same cores (on two
+ * cores, 8 shards carried 30-40% fewer one-item pushes than 4; see
+ * docs/BENCHMARKS.md).  At most 8, Queen's own default.
+ */
+int
+queen_fusion_shards_effective(void)
+{
+	long		cores;
+
+	if (queen_fusion_shards > 0)
+		return queen_fusion_shards;
+	cores = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cores < 1)
+		cores = 1;
+	return (int) Min(Max(2 * cores, 2), 8);
 }

@@ -369,13 +369,14 @@ void
 queen_broker_log_config(const char *who)
 {
 	ereport(LOG,
-			(errmsg("queen %s: config: database=%s http=%s:%d http_workers=%d fusion_shards=%d "
+			(errmsg("queen %s: config: database=%s http=%s:%d http_workers=%d fusion_shards=%d%s "
 					"bundle_max=%d fusion_hold_ms=%d fusion_min_frames=%d fusion_frames=%d (inert) "
 					"zstd_level=%d max_body_bytes=%d http_idle_timeout_ms=%d "
 					"push_permits=%d/%d/%d (min/initial/max) dedup_cache_mb=%d "
 					"spool_directory=%s push_statement_timeout_ms=%d maintenance_mode=%s",
 					who, queen_database, queen_http_listen_address, queen_http_port,
-					queen_http_workers, queen_fusion_shards, queen_bundle_max,
+					queen_http_workers, queen_broker->nshards,
+					queen_fusion_shards == 0 ? " (auto)" : "", queen_bundle_max,
 					queen_fusion_hold_ms, queen_fusion_min_frames, queen_fusion_frames,
 					queen_zstd_level, queen_max_body_bytes, queen_http_idle_timeout_ms,
 					queen_push_permits_min, queen_push_permits_initial,
@@ -422,7 +423,7 @@ queen_broker_preload(void)
 	}
 
 	queen_layout_listeners = queen_http_workers;
-	queen_layout_shards = queen_fusion_shards;
+	queen_layout_shards = queen_fusion_shards_effective();
 
 	queen_prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = queen_shmem_request;
