@@ -44,7 +44,6 @@
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
-#include "nodes/makefuncs.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -818,8 +817,9 @@ typedef struct QueenRowTable
 	TupleTableSlot *slot;
 } QueenRowTable;
 
-static const char *const queen_row_columns[] =
-{"partition_id", "base_offset", "end_offset", "created_at", NULL};
+/* the first four columns of both tables; the fifth is the table's data */
+static const char *const queen_row_columns[4] =
+{"partition_id", "base_offset", "end_offset", "created_at"};
 
 static void
 queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column)
