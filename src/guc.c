@@ -280,7 +280,7 @@ queen_define_gucs(void)
  * commit's flush, and two keep a core busy through that wait; no more,
  * because every extra shard splits the same load into smaller bundles, so
  * more commits with their fixed cost compete for the same cores (on two
- * cores, 8 shards carried 30-40% fewer one-item pushes than 4; see
+ * cores, 8 shards carried 20-35% fewer one-item pushes than 4; see
  * docs/BENCHMARKS.md).  At most 8, Queen's own default.
  */
 int
