@@ -28,39 +28,6 @@
  * ----------------------------------------------------------------
  */
 
-static inline void
-queen_put_u16(char *p, uint16 v)
-{
-	p[0] = (char) (v & 0xff);
-	p[1] = (char) (v >> 8);
-}
-
-static inline void
-queen_put_u32(char *p, uint32 v)
-{
-	p[0] = (char) (v & 0xff);
-	p[1] = (char) ((v >> 8) & 0xff);
-	p[2] = (char) ((v >> 16) & 0xff);
-	p[3] = (char) (v >> 24);
-}
-
-static inline uint16
-queen_get_u16(const char *p)
-{
-	const unsigned char *u = (const unsigned char *) p;
-
-	return (uint16) (u[0] | (u[1] << 8));
-}
-
-static inline uint32
-queen_get_u32(const char *p)
-{
-	const unsigned char *u = (const unsigned char *) p;
-
-	return (uint32) u[0] | ((uint32) u[1] << 8) |
-		((uint32) u[2] << 16) | ((uint32) u[3] << 24);
-}
-
 /* Bytes after the 4-byte body_len field. */
 static size_t
 queen_frame_body_size(const QueenFrame *frame)

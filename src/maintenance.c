@@ -255,7 +255,6 @@ typedef struct QueenDrainGroup
 	char	   *partition;
 	StringInfoData frames;
 	int			nframes;
-	int			order;			/* first appearance in the file */
 } QueenDrainGroup;
 
 /* Bytes of a file that cannot be drained. */
@@ -310,13 +309,14 @@ static int	queen_drain_attempts = 0;
 static bool
 queen_error_transient(int sqlerrcode)
 {
-	char		class[3];
+	int			class = ERRCODE_TO_CATEGORY(sqlerrcode);
 
-	memcpy(class, unpack_sql_state(sqlerrcode), 2);
-	class[2] = '\0';
-	return strcmp(class, "08") == 0 || strcmp(class, "40") == 0 ||
-		strcmp(class, "53") == 0 || strcmp(class, "55") == 0 ||
-		strcmp(class, "57") == 0 || strcmp(class, "58") == 0 ||
+	return class == ERRCODE_CONNECTION_EXCEPTION ||
+		class == ERRCODE_TRANSACTION_ROLLBACK ||
+		class == ERRCODE_INSUFFICIENT_RESOURCES ||
+		class == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE ||
+		class == ERRCODE_OPERATOR_INTERVENTION ||
+		class == ERRCODE_SYSTEM_ERROR ||
 		sqlerrcode == ERRCODE_UNDEFINED_TABLE || sqlerrcode == ERRCODE_UNDEFINED_FUNCTION;
 }
 
@@ -383,14 +383,12 @@ queen_drain_failed_again(const char *name)
  * read.  Returns the groups in order of first appearance.  Not inlined:
  * its locals must stay out of the caller's PG_TRY frame.
  */
-static pg_noinline QueenDrainGroup **
-queen_drain_parse(const char *data, Size len, int *ngroups, int64 *items, List **damage)
+static pg_noinline List *
+queen_drain_parse(const char *data, Size len, int64 *items, List **damage)
 {
 	HASHCTL		ctl;
 	HTAB	   *groups;
-	QueenDrainGroup **order = NULL;
-	int			n = 0,
-				max = 0;
+	List	   *order = NIL;
 	Size		pos = 0;
 	Size		bad;
 	QueenSpoolRecord rec;
@@ -431,20 +429,12 @@ queen_drain_parse(const char *data, Size len, int *ngroups, int64 *items, List *
 			g->partition = pnstrdup(rec.partition, rec.plen);
 			initStringInfo(&g->frames);
 			g->nframes = 0;
-			if (n == max)
-			{
-				max = Max(16, max * 2);
-				order = order ? repalloc(order, sizeof(QueenDrainGroup *) * max) :
-					palloc(sizeof(QueenDrainGroup *) * max);
-			}
-			g->order = n;
-			order[n++] = g;
+			order = lappend(order, g);
 		}
 		appendBinaryStringInfo(&g->frames, rec.frames, (int) rec.frames_len);
 		g->nframes += (int) rec.nframes;
 		*items += rec.nframes;
 	}
-	*ngroups = n;
 	return order;
 }
 
@@ -458,8 +448,7 @@ queen_drain_file(const char *name)
 	char	   *why = NULL;
 	Size		len = 0;
 	char	   *data;
-	QueenDrainGroup **groups;
-	int			ngroups;
+	List	   *groups;
 	int64		items;
 	volatile bool ok = false;
 	volatile bool already = false;
@@ -478,7 +467,7 @@ queen_drain_file(const char *name)
 			queen_drain_quarantine_file(name, why);
 		return QUEEN_DRAIN_RETRY;
 	}
-	groups = queen_drain_parse(data, len, &ngroups, &items, &damage);
+	groups = queen_drain_parse(data, len, &items, &damage);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -487,18 +476,24 @@ queen_drain_file(const char *name)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "queen: drain spool file");
 		queen_statement_timeout_start();
-		already = queen_drain_sql("SELECT 1 FROM queen.spool_drained WHERE file = $1",
-								  name, 0) > 0;
-		if (!already && ngroups > 0)
+		/* the record first: a file committed before inserts nothing */
+		already = queen_drain_sql("INSERT INTO queen.spool_drained (file, items) VALUES ($1, $2)"
+								  " ON CONFLICT (file) DO NOTHING",
+								  name, items) == 0;
+		if (!already && groups != NIL)
 		{
+			int			ngroups = list_length(groups);
 			QueenBundleGroup *bgs = palloc0(sizeof(QueenBundleGroup) * ngroups);
 			int			i,
 						k;
 
 			for (i = 0; i < ngroups; i++)
-				queen_bundle_group_init(&bgs[i], &groups[i]->tenant, groups[i]->queue,
-										groups[i]->partition, groups[i]->frames.data,
-										groups[i]->frames.len, groups[i]->nframes);
+			{
+				QueenDrainGroup *g = (QueenDrainGroup *) list_nth(groups, i);
+
+				queen_bundle_group_init(&bgs[i], &g->tenant, g->queue, g->partition,
+										g->frames.data, g->frames.len, g->nframes);
+			}
 			queen_bundle_push(bgs, ngroups);
 			for (i = 0; i < ngroups; i++)
 				for (k = 0; k < bgs[i].nframes; k++)
@@ -510,12 +505,8 @@ queen_drain_file(const char *name)
 				}
 		}
 		if (!already)
-		{
-			(void) queen_drain_sql("INSERT INTO queen.spool_drained (file, items) VALUES ($1, $2)",
-								   name, items);
 			(void) queen_drain_sql("DELETE FROM queen.spool_drained WHERE drained_at < now() - interval '1 day'",
 								   name, 0);
-		}
 		queen_statement_timeout_stop(true);
 		PopActiveSnapshot();
 		CommitTransactionCommand();

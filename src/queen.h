@@ -39,6 +39,43 @@
 /* body_len counts flags (1) + message id (16) + txn_len (2) at least. */
 #define QUEEN_FRAME_MIN_BODY	19
 
+/*
+ * Little-endian integers at a byte position, whatever the host's order:
+ * the frames (codec.c) and the spool records (spool.c) are stored so.
+ */
+static inline void
+queen_put_u16(char *p, uint16 v)
+{
+	p[0] = (char) (v & 0xff);
+	p[1] = (char) (v >> 8);
+}
+
+static inline void
+queen_put_u32(char *p, uint32 v)
+{
+	p[0] = (char) (v & 0xff);
+	p[1] = (char) ((v >> 8) & 0xff);
+	p[2] = (char) ((v >> 16) & 0xff);
+	p[3] = (char) (v >> 24);
+}
+
+static inline uint16
+queen_get_u16(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return (uint16) (u[0] | (u[1] << 8));
+}
+
+static inline uint32
+queen_get_u32(const char *p)
+{
+	const unsigned char *u = (const unsigned char *) p;
+
+	return (uint32) u[0] | ((uint32) u[1] << 8) |
+		((uint32) u[2] << 16) | ((uint32) u[3] << 24);
+}
+
 /* ----------------------------------------------------------------
  *		Settings (guc.c)
  * ----------------------------------------------------------------

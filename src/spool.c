@@ -253,48 +253,23 @@ queen_spool_quarantine(const char *name, const char *data, Size len, char **why)
  * ----------------------------------------------------------------
  */
 
+/* Append little-endian integers to a record being built. */
 static void
-queen_put_u16(StringInfo buf, uint16 v)
+queen_append_u16(StringInfo buf, uint16 v)
 {
-	unsigned char b[2] = {v & 0xFF, (v >> 8) & 0xFF};
+	char		b[2];
 
-	appendBinaryStringInfo(buf, (char *) b, 2);
+	queen_put_u16(b, v);
+	appendBinaryStringInfo(buf, b, 2);
 }
 
 static void
-queen_store_u32(char *p, uint32 v)
-{
-	unsigned char *b = (unsigned char *) p;
-
-	b[0] = v & 0xFF;
-	b[1] = (v >> 8) & 0xFF;
-	b[2] = (v >> 16) & 0xFF;
-	b[3] = (v >> 24) & 0xFF;
-}
-
-static void
-queen_put_u32(StringInfo buf, uint32 v)
+queen_append_u32(StringInfo buf, uint32 v)
 {
 	char		b[4];
 
-	queen_store_u32(b, v);
+	queen_put_u32(b, v);
 	appendBinaryStringInfo(buf, b, 4);
-}
-
-static uint32
-queen_get_u32(const char *p)
-{
-	const unsigned char *b = (const unsigned char *) p;
-
-	return (uint32) b[0] | ((uint32) b[1] << 8) | ((uint32) b[2] << 16) | ((uint32) b[3] << 24);
-}
-
-static uint16
-queen_get_u16(const char *p)
-{
-	const unsigned char *b = (const unsigned char *) p;
-
-	return (uint16) (b[0] | (b[1] << 8));
 }
 
 void
@@ -304,48 +279,60 @@ queen_spool_append_record(StringInfo buf, const QueenSpoolRecord *rec)
 	uint32		body_len = QUEEN_SPOOL_BODY_MIN + rec->qlen + rec->plen + (uint32) rec->frames_len;
 	pg_crc32c	crc;
 
-	queen_put_u32(buf, QUEEN_SPOOL_MAGIC);
-	queen_put_u32(buf, body_len);
-	queen_put_u32(buf, 0);		/* the checksum, once the body is there */
-	queen_put_u32(buf, QUEEN_SPOOL_VERSION);
+	queen_append_u32(buf, QUEEN_SPOOL_MAGIC);
+	queen_append_u32(buf, body_len);
+	queen_append_u32(buf, 0);	/* the checksum, once the body is there */
+	queen_append_u32(buf, QUEEN_SPOOL_VERSION);
 	appendBinaryStringInfo(buf, (const char *) rec->tenant.data, UUID_LEN);
-	queen_put_u16(buf, rec->qlen);
+	queen_append_u16(buf, rec->qlen);
 	appendBinaryStringInfo(buf, rec->queue, rec->qlen);
-	queen_put_u16(buf, rec->plen);
+	queen_append_u16(buf, rec->plen);
 	appendBinaryStringInfo(buf, rec->partition, rec->plen);
-	queen_put_u32(buf, rec->nframes);
+	queen_append_u32(buf, rec->nframes);
 	appendBinaryStringInfo(buf, rec->frames, (int) rec->frames_len);
 
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, buf->data + start + QUEEN_SPOOL_HEADER, body_len);
 	FIN_CRC32C(crc);
-	queen_store_u32(buf->data + start + 8, crc);
+	queen_put_u32(buf->data + start + 8, crc);
+}
+
+/*
+ * A u16-length-prefixed name at *pos of a body of len bytes, followed by at
+ * least after more bytes; NULL if it is empty or does not fit.
+ */
+static const char *
+queen_spool_take_name(const char *body, uint32 len, Size *pos, uint16 *nlen, Size after)
+{
+	const char *name;
+
+	*nlen = queen_get_u16(body + *pos);
+	*pos += 2;
+	if (*nlen == 0 || *pos + *nlen + after > len)
+		return NULL;
+	name = body + *pos;
+	*pos += *nlen;
+	return name;
 }
 
 /* Parse an intact body; false if it does not make sense. */
 static bool
 queen_spool_parse_body(const char *body, uint32 len, QueenSpoolRecord *rec)
 {
-	Size		pos = 0;
+	Size		pos = UUID_LEN;
 	Size		fpos = 0;
 	uint32		k;
 
 	if (len < QUEEN_SPOOL_BODY_MIN)
 		return false;
 	memcpy(rec->tenant.data, body, UUID_LEN);
-	pos = UUID_LEN;
-	rec->qlen = queen_get_u16(body + pos);
-	pos += 2;
-	if (rec->qlen == 0 || pos + rec->qlen + 2 > len)
+	/* the queue is followed by the partition's length, the partition by the frame count */
+	rec->queue = queen_spool_take_name(body, len, &pos, &rec->qlen, 2);
+	if (rec->queue == NULL)
 		return false;
-	rec->queue = body + pos;
-	pos += rec->qlen;
-	rec->plen = queen_get_u16(body + pos);
-	pos += 2;
-	if (rec->plen == 0 || pos + rec->plen + 4 > len)
+	rec->partition = queen_spool_take_name(body, len, &pos, &rec->plen, 4);
+	if (rec->partition == NULL)
 		return false;
-	rec->partition = body + pos;
-	pos += rec->plen;
 	rec->nframes = queen_get_u32(body + pos);
 	pos += 4;
 	rec->frames = body + pos;
@@ -620,38 +607,34 @@ queen_spool_idle(int shard, TimestampTz now)
 void
 queen_spool_recover(int shard, int nshards)
 {
-	List	   *all = queen_spool_names(".tmp");
-	List	   *names = NIL;
+	List	   *names = queen_spool_names(".tmp");
 	ListCell   *lc;
 	char	   *why = NULL;
+	bool		touched = false;
 
-	foreach(lc, all)
+	foreach(lc, names)
 	{
 		const char *name = (const char *) lfirst(lc);
 		long long	ms;
 		int			owner,
 					pid;
 		unsigned	seq;
-
-		if (sscanf(name, "queen-%13lld-%2d-%d-%6u", &ms, &owner, &pid, &seq) != 4)
-			continue;
-		if (shard >= 0 ? owner != shard : (owner >= 0 && owner < nshards))
-			continue;
-		names = lappend(names, (void *) name);
-	}
-
-	foreach(lc, names)
-	{
-		char	   *name = (char *) lfirst(lc);
-		char	   *path = queen_spool_path(name);
+		char	   *path;
+		char	   *data;
 		Size		len = 0;
-		char	   *data = queen_spool_read_file(path, &len, &why);
 		Size		pos = 0,
 					bad;
 		uint64		items = 0;
 		QueenSpoolRecord rec;
 		QueenSpoolStep step;
 
+		if (sscanf(name, "queen-%13lld-%2d-%d-%6u", &ms, &owner, &pid, &seq) != 4)
+			continue;
+		if (shard >= 0 ? owner != shard : (owner >= 0 && owner < nshards))
+			continue;
+
+		path = queen_spool_path(name);
+		data = queen_spool_read_file(path, &len, &why);
 		if (data == NULL)
 		{
 			ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
@@ -661,6 +644,7 @@ queen_spool_recover(int shard, int nshards)
 			if (step == QUEEN_SPOOL_RECORD)
 				items += rec.nframes;
 		pfree(data);
+		touched = true;
 
 		if (items == 0)
 		{
@@ -682,8 +666,8 @@ queen_spool_recover(int shard, int nshards)
 								target, items)));
 		}
 	}
-	if (names != NIL && !queen_spool_sync_dir(queen_spool_directory, &why))
+	if (touched && !queen_spool_sync_dir(queen_spool_directory, &why))
 		ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
-	list_free(names);
-	list_free_deep(all);
+	list_free_deep(names);
 }
+
