@@ -33,7 +33,9 @@ SELECT p.oid::regprocedure AS function, pg_get_function_result(p.oid) AS returns
  WHERE p.pronamespace = 'queen'::regnamespace
  ORDER BY p.oid::regprocedure::text;
 
--- settings
+-- settings (nothing above called queen: without preloading, a session knows
+-- queen's settings once it has loaded the library, by LOAD or a first call)
+LOAD 'queen';
 SHOW queen.zstd_level;
 SHOW queen.tenant;
 SET queen.tenant = 'not-a-uuid';

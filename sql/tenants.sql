@@ -1,6 +1,8 @@
 -- Tenants: an opaque scope; two tenants using the same queue name share
 -- nothing (rows, partitions, offsets, dedup).
 
+-- (without preloading, a session knows queen.tenant once queen is loaded)
+LOAD 'queen';
 SHOW queen.tenant;
 SELECT status, log_offset FROM queen.push('p6.orders', '{"tenant": 1}', 'Default', 'same-txn');
 

@@ -3,17 +3,29 @@
  * guc.c
  *	  Every queen.* setting, defined in one place.
  *
- * Settings are defined when the library loads (lazily on first use of a
- * function, or at postmaster start with shared_preload_libraries).  After
- * defining them the "queen" prefix is reserved so a misspelt queen.* setting
- * is reported instead of silently ignored.
+ * Settings are defined when the library loads: at postmaster start with
+ * shared_preload_libraries, or in a session, on the first call of a queen
+ * function or a LOAD, in a cluster that does not preload it (the SQL door
+ * needs no broker).  After defining them the "queen" prefix is reserved so
+ * a misspelt queen.* setting is reported instead of silently ignored.
+ *
+ * The broker's process layout, addresses and spool are fixed when the
+ * postmaster starts, so they are PGC_POSTMASTER settings; but PostgreSQL
+ * ends the session (FATAL) that defines a PGC_POSTMASTER setting anywhere
+ * but in shared_preload_libraries.  A library loaded by a session runs no
+ * broker, and nothing reads those settings there, so it defines them as
+ * PGC_SIGHUP instead: a postgresql.conf written for the broker (a cluster
+ * that once preloaded queen) still loads in every session without a
+ * warning, and the prefix can stay reserved in both modes.
  *
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
 #include "broker.h"
 
+#include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 /* zstd level for segment blobs; Queen's default is 3 */
 int			queen_zstd_level = 3;
@@ -45,6 +57,13 @@ bool		queen_maintenance_mode_setting = false;
 
 /* parsed form of queen.tenant, kept by the assign hook */
 static pg_uuid_t queen_tenant_value;
+
+/*
+ * A value of queen.tenant that was SET before the library was loaded in
+ * this session and that PostgreSQL refused when the library defined the
+ * setting, or NULL.  See queen_define_gucs.
+ */
+static char *queen_tenant_refused = NULL;
 
 static bool
 queen_tenant_check(char **newval, void **extra, GucSource source)
@@ -78,18 +97,34 @@ queen_tenant_assign(const char *newval, void *extra)
 	(void) newval;
 	if (extra != NULL)
 		queen_tenant_value = *(pg_uuid_t *) extra;
+	/* any value assigned since replaces the refused one */
+	queen_tenant_refused = NULL;
 }
 
 /* The tenant this session pushes and reads as. */
 void
 queen_session_tenant(pg_uuid_t *out)
 {
+	if (queen_tenant_refused != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for parameter \"queen.tenant\": \"%s\"",
+						queen_tenant_refused),
+				 errdetail("It was set before queen was loaded in this session, so it could not be checked then; queen.tenant must be a UUID such as %s.",
+						   QUEEN_DEFAULT_TENANT),
+				 errhint("SET queen.tenant to a UUID, or RESET it.")));
 	*out = queen_tenant_value;
 }
 
 void
 queen_define_gucs(void)
 {
+	/* what a broker setting fixed at postmaster start is, in this process */
+	GucContext	fixed_at_start = process_shared_preload_libraries_in_progress ?
+		PGC_POSTMASTER : PGC_SIGHUP;
+	const char *tenant_placeholder;
+	char	   *tenant_pending = NULL;
+
 	DefineCustomIntVariable("queen.zstd_level",
 							"zstd compression level for stored segments.",
 							"Higher levels trade push CPU for smaller segments; 3 is Queen's default.",
@@ -108,6 +143,18 @@ queen_define_gucs(void)
 							GUC_UNIT_MB,
 							NULL, NULL, NULL);
 
+	/*
+	 * Without preloading, a session may SET queen.tenant before its first
+	 * queen call.  PostgreSQL keeps that text unchecked and applies it only
+	 * now, and a value the check refuses then is a WARNING that leaves the
+	 * default tenant in force: the session would push into the default
+	 * tenant's queues.  So a refusal is remembered, and acting as the tenant
+	 * raises it until the setting is assigned again.
+	 */
+	tenant_placeholder = GetConfigOption("queen.tenant", true, false);
+	if (tenant_placeholder != NULL)
+		tenant_pending = MemoryContextStrdup(TopMemoryContext, tenant_placeholder);
+
 	DefineCustomStringVariable("queen.tenant",
 							   "Tenant that queen.push and queen.read act for in this session.",
 							   "An opaque scope: two tenants may use the same queue names without sharing data.",
@@ -117,13 +164,16 @@ queen_define_gucs(void)
 							   0,
 							   queen_tenant_check, queen_tenant_assign, NULL);
 
+	if (tenant_pending != NULL && strcmp(tenant_pending, queen_tenant_setting) != 0)
+		queen_tenant_refused = tenant_pending;
+
 	/* ---- the HTTP broker ---- */
 	DefineCustomStringVariable("queen.database",
 							   "Database the HTTP broker's workers connect to.",
 							   "The extension must be created there; the workers wait until the database and the extension exist.",
 							   &queen_database,
 							   "postgres",
-							   PGC_POSTMASTER,
+							   fixed_at_start,
 							   0,
 							   NULL, NULL, NULL);
 
@@ -132,7 +182,7 @@ queen_define_gucs(void)
 							   "A host name or IP address; * means every address.",
 							   &queen_http_listen_address,
 							   "127.0.0.1",
-							   PGC_POSTMASTER,
+							   fixed_at_start,
 							   0,
 							   NULL, NULL, NULL);
 
@@ -141,7 +191,7 @@ queen_define_gucs(void)
 							NULL,
 							&queen_http_port,
 							6632, 1, 65535,
-							PGC_POSTMASTER,
+							fixed_at_start,
 							0,
 							NULL, NULL, NULL);
 
@@ -150,7 +200,7 @@ queen_define_gucs(void)
 							"Several listeners share the port with SO_REUSEPORT.",
 							&queen_http_workers,
 							1, 0, QUEEN_MAX_LISTENERS,
-							PGC_POSTMASTER,
+							fixed_at_start,
 							0,
 							NULL, NULL, NULL);
 
@@ -159,7 +209,7 @@ queen_define_gucs(void)
 							"0 (the default) picks two per CPU core the server sees, between 2 and 8. A shard owns a disjoint set of partitions and runs one bundle transaction at a time.",
 							&queen_fusion_shards,
 							0, 0, QUEEN_MAX_SHARDS,
-							PGC_POSTMASTER,
+							fixed_at_start,
 							0,
 							NULL, NULL, NULL);
 
@@ -231,7 +281,7 @@ queen_define_gucs(void)
 							NULL,
 							&queen_push_permits_initial,
 							8, 1, QUEEN_MAX_SHARDS,
-							PGC_POSTMASTER,
+							fixed_at_start,
 							0,
 							NULL, NULL, NULL);
 
@@ -249,7 +299,7 @@ queen_define_gucs(void)
 							   "Items that cannot be committed now (maintenance mode, a failed bundle) are written here and drained later. A relative path is under the data directory.",
 							   &queen_spool_directory,
 							   "queen_spool",
-							   PGC_POSTMASTER,
+							   fixed_at_start,
 							   0,
 							   NULL, NULL, NULL);
 
