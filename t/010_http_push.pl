@@ -158,20 +158,30 @@ is($status, 200, '/status answers without the database');
 # ---- reload: changed settings take effect ------------------------------------------
 $node->append_conf('postgresql.conf', "queen.max_body_bytes = 2048\nqueen.bundle_max = 4\n");
 $node->reload;
+# Until the listener has applied the reload, the big body is accepted and
+# stored; only the answers say which attempts were refused.
 my $big = '{"items":[{"queue":"big","payload":"' . ('z' x 4096) . '"}]}';
+my $stored_before_reload = 0;
 ok( wait_for(
 		sub {
-			my ($s) = http_request($port, 'POST', '/api/v1/push', $big);
+			my ($s, $b) = http_request($port, 'POST', '/api/v1/push', $big);
+			$stored_before_reload++ if $s == 201 && $b =~ /"status":"(queued|buffered)"/;
 			return $s == 413;
 		}),
 	'after SIGHUP a body over the new queen.max_body_bytes is 413');
+($status, $body) = http_request($port, 'POST', '/api/v1/push',
+	'{"items":[{"queue":"big-after-reload","payload":"' . ('z' x 4096) . '"}]}');
+is($status, 413, 'the reloaded limit stays in force');
+like($body, qr/request body exceeds 2048 bytes/, 'and says which limit');
 ($status) = http_request($port, 'POST', '/api/v1/push',
 	'{"items":[{"queue":"small","payload":1}]}');
 is($status, 201, 'a small body still passes after the reload');
 ok( wait_for(sub { slurp_file($node->logfile) =~ /config:.*bundle_max=4.*\(reloaded\)|\(reloaded\): config:.*bundle_max=4/ }),
 	'the workers log the reloaded configuration');
-is($node->safe_psql('postgres', "SELECT count(*) FROM queen.read('big')"),
+is($node->safe_psql('postgres', "SELECT count(*) FROM queen.read('big-after-reload')"),
 	'0', 'the 413 body wrote nothing');
+ok( wait_for(sub { $node->safe_psql('postgres', "SELECT count(*) FROM queen.read('big')") == $stored_before_reload }),
+	"the big bodies answered before the reload are stored, the 413 ones are not ($stored_before_reload accepted)");
 
 # ---- metrics ---------------------------------------------------------------------
 ($status, $body) = http_request($port, 'GET', '/metrics/prometheus');
