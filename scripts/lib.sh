@@ -26,3 +26,28 @@ as_cluster_user() {
 }
 
 say() { printf '==> %s\n' "$*"; }
+
+# Install the built extension.  Files are staged first, and only those that
+# differ from what is installed are replaced, each by a rename: a process
+# that loads queen.so at that moment (a session of a running cluster, or of
+# another copy of the test suite installing the same files) sees the old
+# file or the new one, never a missing or half-written one.
+install_extension() {
+	local stage rel rc=0
+	stage=$(mktemp -d /tmp/queen-install.XXXXXX)
+	if make -C "$REPO_DIR" -s install DESTDIR="$stage" >/dev/null; then
+		while IFS= read -r rel; do
+			rel=${rel#.}
+			cmp -s "$stage$rel" "$rel" && continue
+			if ! $SUDO install -D -m "$(stat -c %a "$stage$rel")" "$stage$rel" "$rel.new.$$" ||
+				! $SUDO mv -f "$rel.new.$$" "$rel"; then
+				rc=1
+				break
+			fi
+		done < <(cd "$stage" && find . -type f)
+	else
+		rc=1
+	fi
+	rm -rf "$stage"
+	return $rc
+}
