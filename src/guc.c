@@ -110,7 +110,7 @@ queen_session_tenant(pg_uuid_t *out)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid value for parameter \"queen.tenant\": \"%s\"",
 						queen_tenant_refused),
-				 errdetail("It was set before queen was loaded in this session, so it could not be checked then; queen.tenant must be a UUID such as %s.",
+				 errdetail("It was set before the queen library was loaded, when it could not be checked; queen.tenant must be a UUID such as %s.",
 						   QUEEN_DEFAULT_TENANT),
 				 errhint("SET queen.tenant to a UUID, or RESET it.")));
 	*out = queen_tenant_value;
@@ -166,6 +166,8 @@ queen_define_gucs(void)
 
 	if (tenant_pending != NULL && strcmp(tenant_pending, queen_tenant_setting) != 0)
 		queen_tenant_refused = tenant_pending;
+	else if (tenant_pending != NULL)
+		pfree(tenant_pending);
 
 	/* ---- the HTTP broker ---- */
 	DefineCustomStringVariable("queen.database",

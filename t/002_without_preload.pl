@@ -60,7 +60,7 @@ like($err, qr/unrecognized configuration parameter "queen.zstd_level"/,
 isnt($rc, 0, 'a push under a refused tenant fails');
 like($err, qr/ERROR:  invalid value for parameter "queen.tenant": "not-a-uuid"/,
 	'the error names the setting and the value');
-like($err, qr/set before queen was loaded/, 'and says why it was not refused at SET');
+like($err, qr/set before the queen library was loaded/, 'and says why it was not refused at SET');
 is($plain->safe_psql('postgres', q{SELECT count(*) FROM queen.queues WHERE name = 'plain.tenant'}),
 	'0', 'nothing was written, in any tenant');
 
