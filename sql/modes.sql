@@ -38,7 +38,7 @@ SELECT left(qtest.expect_error('SET queen.http_port = 7000'), 5) AS set_broker_s
 SELECT left(qtest.expect_error('SET queen.database = ''elsewhere'''), 5) AS set_broker_database;
 
 -- The prefix is reserved in both runs: a misspelt setting is an error, not
--- a silent placeholder.
+-- silently accepted.
 SELECT qtest.expect_error('SET queen.zstd_levl = 5') AS misspelt;
 
 -- The SQL door works the same in both: a push and a read in this session.

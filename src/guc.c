@@ -122,8 +122,7 @@ queen_define_gucs(void)
 	/* what a broker setting fixed at postmaster start is, in this process */
 	GucContext	fixed_at_start = process_shared_preload_libraries_in_progress ?
 		PGC_POSTMASTER : PGC_SIGHUP;
-	const char *tenant_placeholder;
-	char	   *tenant_pending = NULL;
+	const char *tenant_set_before;
 
 	DefineCustomIntVariable("queen.zstd_level",
 							"zstd compression level for stored segments.",
@@ -151,9 +150,9 @@ queen_define_gucs(void)
 	 * tenant's queues.  So a refusal is remembered, and acting as the tenant
 	 * raises it until the setting is assigned again.
 	 */
-	tenant_placeholder = GetConfigOption("queen.tenant", true, false);
-	if (tenant_placeholder != NULL)
-		tenant_pending = MemoryContextStrdup(TopMemoryContext, tenant_placeholder);
+	tenant_set_before = GetConfigOption("queen.tenant", true, false);
+	if (tenant_set_before != NULL)
+		tenant_set_before = pstrdup(tenant_set_before);
 
 	DefineCustomStringVariable("queen.tenant",
 							   "Tenant that queen.push and queen.read act for in this session.",
@@ -164,10 +163,8 @@ queen_define_gucs(void)
 							   0,
 							   queen_tenant_check, queen_tenant_assign, NULL);
 
-	if (tenant_pending != NULL && strcmp(tenant_pending, queen_tenant_setting) != 0)
-		queen_tenant_refused = tenant_pending;
-	else if (tenant_pending != NULL)
-		pfree(tenant_pending);
+	if (tenant_set_before != NULL && strcmp(tenant_set_before, queen_tenant_setting) != 0)
+		queen_tenant_refused = MemoryContextStrdup(TopMemoryContext, tenant_set_before);
 
 	/* ---- the HTTP broker ---- */
 	DefineCustomStringVariable("queen.database",
