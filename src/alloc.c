@@ -49,6 +49,7 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include <xxhash.h>
 
@@ -149,6 +150,7 @@ static const char *const sql_probe =
 " WHERE partition_id = $1"
 "   AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_txns"
 "                                 WHERE partition_id = $1 AND base_offset <= $2), $2 + 1)"
+"   AND base_offset <= $3"
 " ORDER BY base_offset DESC";
 
 /*
@@ -180,6 +182,15 @@ static const char *const sql_segment_at =
 "         ORDER BY base_offset DESC LIMIT 1) c"
 " WHERE c.end_offset >= $2";
 
+/* Deferred offsets reach their rows (see queen_write_deferred). */
+static const char *const sql_flush =
+"UPDATE queen.log_partitions p SET"
+"       last_offset = u.last,"
+"       last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > interval '1 second'"
+"                            THEN clock_timestamp() ELSE p.last_write_at END"
+"  FROM unnest($1::uuid[], $2::int8[]) AS u(pid, last)"
+" WHERE p.id = u.pid";
+
 typedef enum QueenPlanId
 {
 	PLAN_COUNT_MISSING,
@@ -191,6 +202,7 @@ typedef enum QueenPlanId
 	PLAN_PROBE,
 	PLAN_WRITE,
 	PLAN_SEGMENT_AT,
+	PLAN_FLUSH,
 	PLAN_COUNT
 } QueenPlanId;
 
@@ -237,7 +249,8 @@ queen_plan(QueenPlanId id)
 			sql = sql_probe;
 			argtypes[0] = UUIDOID;
 			argtypes[1] = INT8OID;
-			nargs = 2;
+			argtypes[2] = INT8OID;
+			nargs = 3;
 			break;
 		case PLAN_WRITE:
 			sql = sql_write;
@@ -250,6 +263,12 @@ queen_plan(QueenPlanId id)
 			sql = sql_segment_at;
 			argtypes[0] = UUIDOID;
 			argtypes[1] = INT8OID;
+			nargs = 2;
+			break;
+		case PLAN_FLUSH:
+			sql = sql_flush;
+			argtypes[0] = UUIDARRAYOID;
+			argtypes[1] = INT8ARRAYOID;
 			nargs = 2;
 			break;
 		case PLAN_COUNT:
@@ -584,6 +603,7 @@ typedef struct QueenTarget
 	QueenSegment *seg;
 	pg_uuid_t	pid;
 	int32		window;
+	int32		queue_window;	/* the queue's, whatever the segment asked for */
 	int64		last_offset;	/* as locked */
 	int64		txns_start;
 	TimestampTz generation;		/* the row's created_at: tells a recreated partition */
@@ -664,10 +684,12 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 	const uint8 *incoming = (const uint8 *) VARDATA_ANY(seg->hashes);
 	TimestampTz cutoff = now - (TimestampTz) t->window * USECS_PER_SEC;
 	int64	   *first_off = palloc(sizeof(int64) * k);
-	bool		own_writes = queen_dedup_cache_wrote(&t->pid);
+	QueenOwnPartition *own = queen_dedup_own(&t->pid);
+	bool		own_writes = own != NULL;
 	QueenDedupEntry *cached;
 	QueenDedupEntry *fill = NULL;
 	int64		read_from = from;
+	int64		read_upto;
 	int			i,
 				ndups = 0;
 
@@ -685,10 +707,14 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 	else if (!own_writes && from == t->txns_start - 1)
 		fill = queen_dedup_cache_create(&t->pid, t->generation, from, cutoff);
 
-	if (t->last_offset > read_from)
+	/* what this transaction wrote itself is matched in memory, not reread */
+	read_upto = queen_dedup_own_match(own, t->last_offset, incoming, k, from, cutoff,
+									  first_off);
+
+	if (read_upto > read_from)
 	{
 		QueenHashRef *sorted = palloc(sizeof(QueenHashRef) * k);
-		Datum		values[2];
+		Datum		values[3];
 		Portal		portal;
 		bool		done = false;
 
@@ -707,6 +733,7 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 		 */
 		values[0] = UUIDPGetDatum(&t->pid);
 		values[1] = Int64GetDatum(read_from);
+		values[2] = Int64GetDatum(read_upto);
 		portal = SPI_cursor_open(NULL, queen_plan(PLAN_PROBE), values, NULL, false);
 		while (!done)
 		{
@@ -936,6 +963,152 @@ queen_insert_rows(QueenTarget **targets, int n)
 	CommandCounterIncrement();
 }
 
+/* ----------------------------------------------------------------
+ *		Partitions this transaction already holds
+ * ----------------------------------------------------------------
+ */
+
+/* The allocator UPDATE of t's row just ran in this transaction: remember what it locked. */
+static void
+queen_own_locked(const QueenTarget *t, bool described)
+{
+	QueenOwnPartition *o = queen_dedup_own(&t->pid);
+	QueenOwnAlloc *a;
+
+	if (o == NULL)
+		return;
+	a = queen_dedup_own_alloc(o);
+	a->locked = true;
+	if (described)
+	{
+		a->described = true;
+		a->window = t->queue_window;
+		a->txns_start = t->txns_start;
+		a->generation = t->generation;
+	}
+}
+
+/*
+ * Fill t from what this transaction knows of its partition, if it holds the
+ * row and knows enough for this segment: then no statement needs to lock or
+ * update the row again.
+ */
+static bool
+queen_own_target(QueenTarget *t, QueenSegment *seg, const pg_uuid_t *pid)
+{
+	QueenOwnPartition *o = queen_dedup_own(pid);
+	QueenOwnAlloc *a;
+
+	if (o == NULL)
+		return false;
+	a = queen_dedup_own_alloc(o);
+	if (!a->locked ||
+		!(a->described || (seg->window_set && seg->window_in == 0)))
+		return false;
+	t->seg = seg;
+	t->pid = *pid;
+	t->queue_window = a->window;
+	t->window = seg->window_set ? seg->window_in : a->window;
+	t->last_offset = a->last;
+	t->txns_start = a->txns_start;
+	t->generation = a->generation;
+	return true;
+}
+
+/*
+ * Write targets whose rows this transaction already holds: offsets come from
+ * memory, and the rows' last_offset is written once, by queen_alloc_flush
+ * before the next statement that reads it or before commit.
+ */
+static void
+queen_write_deferred(QueenTarget **targets, int n, TimestampTz now)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		QueenSegment *seg = targets[i]->seg;
+		QueenOwnPartition *o = queen_dedup_own(&targets[i]->pid);
+
+		seg->base_offset = targets[i]->last_offset + 1;
+		seg->created_at = now;
+		seg->status = QUEEN_SEGMENT_QUEUED;
+		queen_dedup_cache_remember(&targets[i]->pid, seg->base_offset, seg->msg_count,
+								   seg->created_at, (const uint8 *) VARDATA_ANY(seg->hashes));
+		queen_dedup_own_mark_dirty(o);
+	}
+	queen_insert_rows(targets, n);
+}
+
+/*
+ * Bring the rows of partitions written with deferred offsets up to date.
+ * Must be called between SPI_connect and SPI_finish.  A row that is gone
+ * was deleted by this transaction after it pushed there without a queue
+ * deletion's notice (a hand-written DELETE): committing would leave
+ * segments of no partition, so the transaction fails instead.
+ */
+static void
+queen_alloc_flush_connected(void)
+{
+	pg_uuid_t  *pids;
+	int64	   *lasts;
+	Datum	   *dp;
+	Datum	   *dl;
+	Datum		values[2];
+	int			n = queen_dedup_own_dirty(&pids, &lasts);
+	int			i;
+
+	if (n == 0)
+		return;
+	dp = palloc(sizeof(Datum) * n);
+	dl = palloc(sizeof(Datum) * n);
+	for (i = 0; i < n; i++)
+	{
+		dp[i] = UUIDPGetDatum(&pids[i]);
+		dl[i] = Int64GetDatum(lasts[i]);
+	}
+	values[0] = queen_array_datum(dp, n, UUIDOID);
+	values[1] = queen_array_datum(dl, n, INT8OID);
+	queen_exec(PLAN_FLUSH, values, SPI_OK_UPDATE);
+	if (SPI_processed != (uint64) n)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a partition this transaction pushed to was deleted in the same transaction"),
+				 errdetail("Delete a queue with queen.delete_queue_v1, or push again after deleting it.")));
+}
+
+/* The same, for callers outside SPI (a queue deletion, the commit). */
+void
+queen_alloc_flush(void)
+{
+	/* the common case, nothing deferred, costs no connection */
+	if (!queen_dedup_own_any_dirty())
+		return;
+	queen_spi_connect();
+	queen_alloc_flush_connected();
+	SPI_finish();
+}
+
+static void
+queen_alloc_xact_callback(XactEvent event, void *arg)
+{
+	(void) arg;
+	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE) &&
+		queen_dedup_own_any_dirty())
+	{
+		/* the statement that ran last is over: the flush needs a snapshot of its own */
+		PushActiveSnapshot(GetTransactionSnapshot());
+		queen_alloc_flush();
+		PopActiveSnapshot();
+	}
+}
+
+void
+queen_alloc_init(void)
+{
+	RegisterXactCallback(queen_alloc_xact_callback, NULL);
+}
+
 /*
  * Allocate offsets for targets (distinct partitions, ascending id) and write
  * their segment and hash rows.  With stamp_after_update the rows are not
@@ -990,6 +1163,7 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 		/* whatever the window: a later probe in this transaction must know */
 		queen_dedup_cache_remember(&key.pid, seg->base_offset, seg->msg_count,
 								   seg->created_at, (const uint8 *) VARDATA_ANY(seg->hashes));
+		queen_own_locked(*found, !stamp_after_update);
 	}
 	SPI_freetuptable(SPI_tuptable);
 
@@ -1011,7 +1185,7 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
  */
 static void
 queen_allocate_locked(QueenTarget **targets, int n, TimestampTz now,
-					  MemoryContext out_cxt)
+					  MemoryContext out_cxt, bool deferred)
 {
 	QueenTarget **survivors = palloc(sizeof(QueenTarget *) * n);
 	int			nsurvivors = 0;
@@ -1039,7 +1213,9 @@ queen_allocate_locked(QueenTarget **targets, int n, TimestampTz now,
 		}
 		survivors[nsurvivors++] = t;
 	}
-	if (nsurvivors > 0)
+	if (nsurvivors > 0 && deferred)
+		queen_write_deferred(survivors, nsurvivors, now);
+	else if (nsurvivors > 0)
 		queen_write(survivors, nsurvivors, now, false);
 	pfree(survivors);
 }
@@ -1048,6 +1224,27 @@ queen_allocate_locked(QueenTarget **targets, int n, TimestampTz now,
  *		Entry points
  * ----------------------------------------------------------------
  */
+
+static void
+queen_same_partition_twice(const QueenSegment *seg)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("queue \"%s\" partition \"%s\" appears twice in one bundle",
+					seg->queue, seg->partition),
+			 errdetail("A bundle carries at most one segment per partition; merge them into one segment.")));
+}
+
+static void
+queen_check_verdicts(const QueenSegment *segs, int nsegs)
+{
+	int			i;
+
+	for (i = 0; i < nsegs; i++)
+		if (segs[i].status != QUEEN_SEGMENT_QUEUED &&
+			segs[i].status != QUEEN_SEGMENT_DUPLICATE)
+			elog(ERROR, "queen: segment %d got no verdict", i + 1);
+}
 
 /*
  * Push a bundle of segments for distinct partitions in the current
@@ -1104,6 +1301,36 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 		else
 			all_cached = false;
 	}
+	/*
+	 * Every partition already written by this transaction, its row locked
+	 * and its state known: no statement touches the rows at all.
+	 */
+	if (all_cached)
+	{
+		targets = palloc(sizeof(QueenTarget) * nsegs);
+		ordered = palloc(sizeof(QueenTarget *) * nsegs);
+		for (i = 0; i < nsegs; i++)
+		{
+			if (!queen_own_target(&targets[i], &segs[i], DatumGetUUIDP(pids[i])))
+				break;
+			ordered[i] = &targets[i];
+		}
+		if (i == nsegs)
+		{
+			qsort(ordered, nsegs, sizeof(QueenTarget *), queen_target_pid_cmp);
+			for (i = 1; i < nsegs; i++)
+				if (queen_uuid_cmp(&ordered[i - 1]->pid, &ordered[i]->pid) == 0)
+					queen_same_partition_twice(ordered[i]->seg);
+			queen_allocate_locked(ordered, nsegs, GetCurrentTimestamp(), out_cxt, true);
+			queen_check_verdicts(segs, nsegs);
+			SPI_finish();
+			return;
+		}
+	}
+
+	/* the statements below read and update rows this transaction may be ahead of */
+	queen_alloc_flush_connected();
+
 	if (all_cached && nsegs == 1)
 	{
 		queen_exec(PLAN_LOCK_ONE, &pids[0], SPI_OK_SELECT);
@@ -1200,8 +1427,8 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 		resolved[ord - 1] = true;
 		t->seg = &segs[ord - 1];
 		queen_get_uuid(tuple, desc, 2, &t->pid);
-		t->window = t->seg->window_set ? t->seg->window_in :
-			queen_get_int32(tuple, desc, 3);
+		t->queue_window = queen_get_int32(tuple, desc, 3);
+		t->window = t->seg->window_set ? t->seg->window_in : t->queue_window;
 		t->last_offset = queen_get_int64(tuple, desc, 4);
 		t->txns_start = queen_get_int64(tuple, desc, 5);
 		t->generation = queen_get_timestamptz(tuple, desc, 6);
@@ -1211,24 +1438,16 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 								&keys[ord - 1], &t->pid);
 
 		if (r > 0 && queen_uuid_cmp(&ordered[r - 1]->pid, &t->pid) == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("queue \"%s\" partition \"%s\" appears twice in one bundle",
-							t->seg->queue, t->seg->partition),
-					 errdetail("A bundle carries at most one segment per partition; merge them into one segment.")));
+			queen_same_partition_twice(t->seg);
 	}
 	SPI_freetuptable(SPI_tuptable);
 
 	/* One stamp for the bundle, after every lock is held. */
 	now = GetCurrentTimestamp();
 
-	queen_allocate_locked(ordered, nsegs, now, out_cxt);
+	queen_allocate_locked(ordered, nsegs, now, out_cxt, false);
 
-	for (i = 0; i < nsegs; i++)
-		if (segs[i].status != QUEEN_SEGMENT_QUEUED &&
-			segs[i].status != QUEEN_SEGMENT_DUPLICATE)
-			elog(ERROR, "queen: segment %d got no verdict", i + 1);
-
+	queen_check_verdicts(segs, nsegs);
 	SPI_finish();
 }
 
@@ -1253,8 +1472,18 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 
 	queen_spi_connect();
 
+	if (queen_own_target(&target, seg, pid))
+	{
+		seg->partition_id = *pid;
+		queen_allocate_locked(&tp, 1, GetCurrentTimestamp(), out_cxt, true);
+		SPI_finish();
+		return;
+	}
+	queen_alloc_flush_connected();
+
 	target.seg = seg;
 	target.pid = *pid;
+	target.queue_window = 0;
 	if (seg->window_set && seg->window_in == 0)
 	{
 		target.window = 0;
@@ -1277,10 +1506,11 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 		desc = SPI_tuptable->tupdesc;
 		target.last_offset = queen_get_int64(tuple, desc, 4);
 		target.txns_start = queen_get_int64(tuple, desc, 5);
-		target.window = seg->window_set ? seg->window_in : queen_get_int32(tuple, desc, 3);
+		target.queue_window = queen_get_int32(tuple, desc, 3);
+		target.window = seg->window_set ? seg->window_in : target.queue_window;
 		target.generation = queen_get_timestamptz(tuple, desc, 6);
 		SPI_freetuptable(SPI_tuptable);
-		queen_allocate_locked(&tp, 1, GetCurrentTimestamp(), out_cxt);
+		queen_allocate_locked(&tp, 1, GetCurrentTimestamp(), out_cxt, false);
 	}
 
 	SPI_finish();

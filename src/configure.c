@@ -1166,6 +1166,8 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
 		return 400;
 	}
 
+	/* offsets this transaction deferred reach their rows before the rows go */
+	queen_alloc_flush();
 	queen_spi_connect();
 
 	/*
@@ -1195,6 +1197,8 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
 		SPI_freetuptable(SPI_tuptable);
 		queen_cfg_exec(QUEEN_CFG_DEL_TXNS, values, NULL, SPI_OK_DELETE);
 		queen_cfg_exec(QUEEN_CFG_DEL_QUEUE, values, NULL, SPI_OK_DELETE);
+		/* later pushes in this transaction must not trust the rows they held */
+		queen_dedup_own_unlock_all();
 	}
 
 	SPI_finish();

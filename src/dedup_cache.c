@@ -58,6 +58,14 @@ typedef struct QueenDedupSlot
 	TimestampTz created_at;
 } QueenDedupSlot;
 
+/* An open-addressing table of slots, capacity a power of two. */
+typedef struct QueenSlotTable
+{
+	uint32		capacity;		/* 0 = none yet */
+	uint32		used;
+	QueenDedupSlot *slots;
+} QueenSlotTable;
+
 struct QueenDedupEntry
 {
 	pg_uuid_t	pid;			/* hash key: must be first */
@@ -65,29 +73,55 @@ struct QueenDedupEntry
 	int64		floor;			/* offsets <= floor were never read */
 	int64		verified_upto;	/* every hash in (floor, verified_upto] ... */
 	TimestampTz loaded_since;	/* ... written at or after this is here */
-	uint32		capacity;		/* slots, a power of two; 0 = none yet */
-	uint32		used;
-	QueenDedupSlot *slots;
+	QueenSlotTable t;
 	dlist_node	lru;			/* head = most recently used */
 };
 
-/* Own writes of the current transaction, absorbed at commit. */
+/*
+ * Own writes of the current transaction, in write order, absorbed at
+ * commit.  Everything here lives in TopTransactionContext.
+ */
 typedef struct QueenPendingWrite
 {
+	dlist_node	node;
 	pg_uuid_t	pid;
 	int64		base_offset;
 	int32		count;
 	TimestampTz created_at;
 	SubTransactionId subid;
 	uint8	   *hashes;
-	struct QueenPendingWrite *next;
 } QueenPendingWrite;
+
+/*
+ * Per partition this transaction wrote to: how many of its writes are live,
+ * and an index of its own hashes so that a later probe in the same
+ * transaction does not reread them from log_txns (which made a transaction
+ * of n pushes to one partition read n^2/2 rows).  The index covers offsets
+ * (floor, upto]: the transaction holds the partition row lock from its
+ * first write, so nothing else can land in that range.  A rolled back
+ * subtransaction may have released that lock, so it drops the index; the
+ * probe then reads the table, as it always may.
+ */
+struct QueenOwnPartition
+{
+	pg_uuid_t	pid;			/* hash key: must be first */
+	int32		live;			/* pending writes not rolled back */
+	bool		indexed;		/* own describes (floor, upto] */
+	int64		floor;
+	int64		upto;
+	QueenSlotTable own;
+	QueenOwnAlloc alloc;		/* the allocator's, see queen.h */
+};
 
 static HTAB *queen_dedup_entries = NULL;
 static MemoryContext queen_dedup_cxt = NULL;
 static dlist_head queen_dedup_lru = DLIST_STATIC_INIT(queen_dedup_lru);
 static Size queen_dedup_bytes = 0;
-static QueenPendingWrite *queen_pending = NULL;	/* in TopTransactionContext */
+
+/* Both in TopTransactionContext; reset at every transaction end. */
+static dlist_head queen_pending = DLIST_STATIC_INIT(queen_pending);
+static HTAB *queen_own = NULL;
+static bool queen_own_dirty = false;	/* some entry is dirty */
 
 static Size
 queen_dedup_budget(void)
@@ -95,17 +129,166 @@ queen_dedup_budget(void)
 	return (Size) queen_dedup_cache_mb * 1024 * 1024;
 }
 
+/* ----------------------------------------------------------------
+ *		Slot tables
+ * ----------------------------------------------------------------
+ */
+
+static inline uint32
+queen_slot_start(const uint8 *hash, uint32 capacity)
+{
+	uint64		key;
+
+	/* XXH3 output is uniform: its first bytes are a fine table index */
+	memcpy(&key, hash, sizeof(key));
+	return (uint32) (key & (capacity - 1));
+}
+
+/*
+ * Insert without growing.  The caller reserved room; the walk is bounded
+ * anyway, so an accounting mistake degrades to "not cached", never to a
+ * process spinning under a lock.
+ */
+static bool
+queen_slot_put(QueenSlotTable *t, const uint8 *hash, int64 offset,
+			   TimestampTz created_at)
+{
+	uint32		i = queen_slot_start(hash, t->capacity);
+	uint32		steps;
+
+	for (steps = 0; t->slots[i].offset >= 0; steps++)
+	{
+		if (steps >= t->capacity)
+			return false;
+		i = (i + 1) & (t->capacity - 1);
+	}
+	memcpy(t->slots[i].hash, hash, QUEEN_HASH_LEN);
+	t->slots[i].offset = offset;
+	t->slots[i].created_at = created_at;
+	t->used++;
+	return true;
+}
+
+/*
+ * The capacity a table needs to hold want slots at most 3/4 full; 0 if the
+ * table already has room, or if no table can be that large.
+ */
+static uint32
+queen_slots_needed(const QueenSlotTable *t, uint64 want, bool *too_big)
+{
+	uint32		newcap = 64;
+
+	*too_big = false;
+	if (t->capacity > 0 && want * 4 <= (uint64) t->capacity * 3)
+		return 0;
+	while ((uint64) newcap * 3 < want * 4)
+	{
+		if (newcap >= (1U << 30))
+		{
+			*too_big = true;
+			return 0;
+		}
+		newcap <<= 1;
+	}
+	return newcap;
+}
+
+/*
+ * Move t into a new table of newcap slots allocated in cxt, dropping the
+ * slots older than cutoff on the way (they can never match again: cutoffs
+ * only move forward).  Returns false, leaving t as it was, when memory is
+ * short: nothing is raised, because absorption at commit must not fail.
+ */
+static bool
+queen_slots_rebuild(QueenSlotTable *t, uint32 newcap, TimestampTz cutoff,
+					MemoryContext cxt)
+{
+	QueenSlotTable n;
+	uint32		i;
+
+	n.capacity = newcap;
+	n.used = 0;
+	n.slots = MemoryContextAllocExtended(cxt, (Size) newcap * sizeof(QueenDedupSlot),
+										 MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+	if (n.slots == NULL)
+		return false;
+	for (i = 0; i < newcap; i++)
+		n.slots[i].offset = -1;
+	for (i = 0; i < t->capacity; i++)
+	{
+		QueenDedupSlot *s = &t->slots[i];
+
+		if (s->offset >= 0 && s->created_at >= cutoff)
+			(void) queen_slot_put(&n, s->hash, s->offset, s->created_at);
+	}
+	if (t->slots != NULL)
+		pfree(t->slots);
+	*t = n;
+	return true;
+}
+
+/* Add count hashes stored at base, base + 1, ...; the caller made room. */
+static bool
+queen_slots_add(QueenSlotTable *t, const uint8 *hashes, int count, int64 base,
+				TimestampTz created_at)
+{
+	int			k;
+
+	for (k = 0; k < count; k++)
+		if (!queen_slot_put(t, hashes + (Size) k * QUEEN_HASH_LEN, base + k, created_at))
+			return false;
+	return true;
+}
+
+/*
+ * For each incoming hash, lower first_off[i] to the smallest offset above
+ * from written at or after cutoff that carries it (first_off[i] < 0 means no
+ * match yet).
+ */
+static void
+queen_slots_match(const QueenSlotTable *t, const uint8 *incoming, int count,
+				  int64 from, TimestampTz cutoff, int64 *first_off)
+{
+	int			k;
+
+	if (t->used == 0)
+		return;
+	for (k = 0; k < count; k++)
+	{
+		const uint8 *h = incoming + (Size) k * QUEEN_HASH_LEN;
+		uint32		i = queen_slot_start(h, t->capacity);
+		uint32		steps;
+
+		for (steps = 0; steps < t->capacity && t->slots[i].offset >= 0;
+			 steps++, i = (i + 1) & (t->capacity - 1))
+		{
+			const QueenDedupSlot *s = &t->slots[i];
+
+			if (memcmp(s->hash, h, QUEEN_HASH_LEN) != 0 ||
+				s->offset <= from || s->created_at < cutoff)
+				continue;
+			if (first_off[k] < 0 || s->offset < first_off[k])
+				first_off[k] = s->offset;
+		}
+	}
+}
+
+/* ----------------------------------------------------------------
+ *		The cache of committed hashes
+ * ----------------------------------------------------------------
+ */
+
 static void
 queen_dedup_free_slots(QueenDedupEntry *e)
 {
-	if (e->slots != NULL)
+	if (e->t.slots != NULL)
 	{
-		pfree(e->slots);
-		queen_dedup_bytes -= (Size) e->capacity * sizeof(QueenDedupSlot);
+		pfree(e->t.slots);
+		queen_dedup_bytes -= (Size) e->t.capacity * sizeof(QueenDedupSlot);
 	}
-	e->slots = NULL;
-	e->capacity = 0;
-	e->used = 0;
+	e->t.slots = NULL;
+	e->t.capacity = 0;
+	e->t.used = 0;
 }
 
 static void
@@ -145,67 +328,23 @@ queen_dedup_ensure(void)
 	dlist_init(&queen_dedup_lru);
 }
 
-static inline uint32
-queen_slot_start(const uint8 *hash, uint32 capacity)
-{
-	uint64		key;
-
-	/* XXH3 output is uniform: its first bytes are a fine table index */
-	memcpy(&key, hash, sizeof(key));
-	return (uint32) (key & (capacity - 1));
-}
-
 /*
- * Insert without growing.  The caller reserved room; the walk is bounded
- * anyway, so an accounting mistake degrades to "not cached", never to a
- * process spinning under a lock.
- */
-static bool
-queen_slot_put(QueenDedupSlot *slots, uint32 capacity, const uint8 *hash,
-			   int64 offset, TimestampTz created_at)
-{
-	uint32		i = queen_slot_start(hash, capacity);
-	uint32		steps;
-
-	for (steps = 0; slots[i].offset >= 0; steps++)
-	{
-		if (steps >= capacity)
-			return false;
-		i = (i + 1) & (capacity - 1);
-	}
-	memcpy(slots[i].hash, hash, QUEEN_HASH_LEN);
-	slots[i].offset = offset;
-	slots[i].created_at = created_at;
-	return true;
-}
-
-/*
- * Make room for more hashes, dropping those older than cutoff on the way
- * (they can never match again: cutoffs only move forward for an entry that
- * stays valid).  Evicts other partitions to stay within the budget.  Returns
- * false when the entry cannot fit; nothing is raised, because absorption at
- * commit must not fail.
+ * Make room for more hashes, dropping those older than cutoff on the way.
+ * Evicts other partitions to stay within the budget.  Returns false when
+ * the entry cannot fit.
  */
 static bool
 queen_dedup_reserve(QueenDedupEntry *e, uint32 more, TimestampTz cutoff)
 {
-	uint64		want = (uint64) e->used + more;
-	uint32		newcap;
+	bool		too_big;
+	uint32		newcap = queen_slots_needed(&e->t, (uint64) e->t.used + more, &too_big);
+	Size		oldbytes = (Size) e->t.capacity * sizeof(QueenDedupSlot);
 	Size		newbytes;
-	QueenDedupSlot *slots;
-	uint32		kept = 0;
-	uint32		i;
 
-	if (e->capacity > 0 && want * 4 <= (uint64) e->capacity * 3)
+	if (too_big)
+		return false;
+	if (newcap == 0)
 		return true;
-
-	newcap = 64;
-	while ((uint64) newcap * 3 < want * 4)
-	{
-		if (newcap >= (1U << 30))
-			return false;
-		newcap <<= 1;
-	}
 	newbytes = (Size) newcap * sizeof(QueenDedupSlot);
 	if (newbytes > queen_dedup_budget())
 		return false;
@@ -221,34 +360,16 @@ queen_dedup_reserve(QueenDedupEntry *e, uint32 more, TimestampTz cutoff)
 		if (victim == e)
 		{
 			/* only our own old table is left to free: it is replaced below */
-			if (queen_dedup_bytes - (Size) e->capacity * sizeof(QueenDedupSlot) + newbytes >
-				queen_dedup_budget())
+			if (queen_dedup_bytes - oldbytes + newbytes > queen_dedup_budget())
 				return false;
 			break;
 		}
 		queen_dedup_remove(victim);
 	}
 
-	slots = MemoryContextAllocExtended(queen_dedup_cxt, newbytes, MCXT_ALLOC_NO_OOM);
-	if (slots == NULL)
+	if (!queen_slots_rebuild(&e->t, newcap, cutoff, queen_dedup_cxt))
 		return false;
-	for (i = 0; i < newcap; i++)
-		slots[i].offset = -1;
-
-	for (i = 0; i < e->capacity; i++)
-	{
-		QueenDedupSlot *s = &e->slots[i];
-
-		if (s->offset < 0 || s->created_at < cutoff)
-			continue;
-		if (queen_slot_put(slots, newcap, s->hash, s->offset, s->created_at))
-			kept++;
-	}
-	queen_dedup_free_slots(e);
-	e->slots = slots;
-	e->capacity = newcap;
-	e->used = kept;
-	queen_dedup_bytes += newbytes;
+	queen_dedup_bytes += newbytes - oldbytes;
 	e->loaded_since = Max(e->loaded_since, cutoff);
 	return true;
 }
@@ -310,9 +431,9 @@ queen_dedup_cache_create(const pg_uuid_t *pid, TimestampTz generation, int64 flo
 	e->floor = floor;
 	e->verified_upto = floor;
 	e->loaded_since = loaded_since;
-	e->capacity = 0;
-	e->used = 0;
-	e->slots = NULL;
+	e->t.capacity = 0;
+	e->t.used = 0;
+	e->t.slots = NULL;
 	dlist_push_head(&queen_dedup_lru, &e->lru);
 	return e;
 }
@@ -332,18 +453,9 @@ bool
 queen_dedup_cache_add(QueenDedupEntry *e, const uint8 *hashes, int count,
 					  int64 base, TimestampTz created_at, TimestampTz cutoff)
 {
-	int			k;
-
 	if (!queen_dedup_reserve(e, (uint32) count, cutoff))
 		return false;
-	for (k = 0; k < count; k++)
-	{
-		if (!queen_slot_put(e->slots, e->capacity, hashes + (Size) k * QUEEN_HASH_LEN,
-							base + k, created_at))
-			return false;
-		e->used++;
-	}
-	return true;
+	return queen_slots_add(&e->t, hashes, count, base, created_at);
 }
 
 void
@@ -359,37 +471,11 @@ queen_dedup_cache_verified_upto(const QueenDedupEntry *e)
 	return e->verified_upto;
 }
 
-/*
- * For each incoming hash, lower first_off[i] to the smallest cached offset
- * above from written at or after cutoff that carries it (first_off[i] < 0
- * means no match yet).
- */
 void
 queen_dedup_cache_match(const QueenDedupEntry *e, const uint8 *incoming, int count,
 						int64 from, TimestampTz cutoff, int64 *first_off)
 {
-	int			k;
-
-	if (e->used == 0)
-		return;
-	for (k = 0; k < count; k++)
-	{
-		const uint8 *h = incoming + (Size) k * QUEEN_HASH_LEN;
-		uint32		i = queen_slot_start(h, e->capacity);
-		uint32		steps;
-
-		for (steps = 0; steps < e->capacity && e->slots[i].offset >= 0;
-			 steps++, i = (i + 1) & (e->capacity - 1))
-		{
-			const QueenDedupSlot *s = &e->slots[i];
-
-			if (memcmp(s->hash, h, QUEEN_HASH_LEN) != 0 ||
-				s->offset <= from || s->created_at < cutoff)
-				continue;
-			if (first_off[k] < 0 || s->offset < first_off[k])
-				first_off[k] = s->offset;
-		}
-	}
+	queen_slots_match(&e->t, incoming, count, from, cutoff, first_off);
 }
 
 /* ----------------------------------------------------------------
@@ -397,16 +483,141 @@ queen_dedup_cache_match(const QueenDedupEntry *e, const uint8 *incoming, int cou
  * ----------------------------------------------------------------
  */
 
-/* Has this transaction written to pid (and not rolled that back)? */
-bool
-queen_dedup_cache_wrote(const pg_uuid_t *pid)
+/* The partition's own-writes record if this transaction wrote to it (and did not roll that back). */
+QueenOwnPartition *
+queen_dedup_own(const pg_uuid_t *pid)
 {
-	QueenPendingWrite *w;
+	QueenOwnPartition *o;
 
-	for (w = queen_pending; w != NULL; w = w->next)
-		if (memcmp(w->pid.data, pid->data, UUID_LEN) == 0)
-			return true;
-	return false;
+	if (queen_own == NULL)
+		return NULL;
+	o = hash_search(queen_own, pid, HASH_FIND, NULL);
+	return (o != NULL && o->live > 0) ? o : NULL;
+}
+
+QueenOwnAlloc *
+queen_dedup_own_alloc(QueenOwnPartition *o)
+{
+	return &o->alloc;
+}
+
+void
+queen_dedup_own_mark_dirty(QueenOwnPartition *o)
+{
+	o->alloc.dirty = true;
+	queen_own_dirty = true;
+}
+
+bool
+queen_dedup_own_any_dirty(void)
+{
+	return queen_own_dirty;
+}
+
+/*
+ * The partitions whose row is behind what this transaction allocated, and
+ * their last offsets, in CurrentMemoryContext; they are no longer dirty
+ * (the caller writes them, or the transaction fails).  Returns how many.
+ */
+int
+queen_dedup_own_dirty(pg_uuid_t **pids, int64 **lasts)
+{
+	HASH_SEQ_STATUS seq;
+	QueenOwnPartition *o;
+	int			n = 0;
+	long		max;
+
+	if (queen_own == NULL || !queen_own_dirty)
+		return 0;
+	queen_own_dirty = false;
+	max = hash_get_num_entries(queen_own);
+	*pids = palloc(sizeof(pg_uuid_t) * Max(max, 1));
+	*lasts = palloc(sizeof(int64) * Max(max, 1));
+	hash_seq_init(&seq, queen_own);
+	while ((o = hash_seq_search(&seq)) != NULL)
+	{
+		if (o->live <= 0 || !o->alloc.dirty)
+			continue;
+		(*pids)[n] = o->pid;
+		(*lasts)[n] = o->alloc.last;
+		o->alloc.dirty = false;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Forget which rows this transaction holds (a queue deletion may have
+ * removed them): later pushes lock and update their rows again.
+ */
+void
+queen_dedup_own_unlock_all(void)
+{
+	HASH_SEQ_STATUS seq;
+	QueenOwnPartition *o;
+
+	if (queen_own == NULL)
+		return;
+	hash_seq_init(&seq, queen_own);
+	while ((o = hash_seq_search(&seq)) != NULL)
+	{
+		o->alloc.locked = false;
+		o->alloc.described = false;
+	}
+}
+
+/*
+ * Match the incoming hashes against what this transaction wrote to the
+ * partition.  Returns the offset up to which the caller must still read the
+ * table: o's floor when o's index covers everything up to last_offset, else
+ * last_offset (nothing was matched).
+ */
+int64
+queen_dedup_own_match(const QueenOwnPartition *o, int64 last_offset,
+					  const uint8 *incoming, int count, int64 from,
+					  TimestampTz cutoff, int64 *first_off)
+{
+	if (o == NULL || !o->indexed || o->upto != last_offset)
+		return last_offset;
+	queen_slots_match(&o->own, incoming, count, from, cutoff, first_off);
+	return o->floor;
+}
+
+static void
+queen_own_unindex(QueenOwnPartition *o)
+{
+	if (o->own.slots != NULL)
+		pfree(o->own.slots);
+	o->own.slots = NULL;
+	o->own.capacity = 0;
+	o->own.used = 0;
+	o->indexed = false;
+}
+
+/* Add a write to its partition's index, or drop the index if it cannot be. */
+static void
+queen_own_index(QueenOwnPartition *o, const QueenPendingWrite *w)
+{
+	bool		too_big;
+	uint32		newcap;
+
+	if (o->indexed && o->upto != w->base_offset - 1)
+		queen_own_unindex(o);	/* not contiguous: cannot vouch for the gap */
+	if (!o->indexed)
+	{
+		o->floor = w->base_offset - 1;
+		o->upto = o->floor;
+		o->indexed = true;
+	}
+	newcap = queen_slots_needed(&o->own, (uint64) o->own.used + w->count, &too_big);
+	if (too_big ||
+		(newcap > 0 && !queen_slots_rebuild(&o->own, newcap, DT_NOBEGIN, TopTransactionContext)) ||
+		!queen_slots_add(&o->own, w->hashes, w->count, w->base_offset, w->created_at))
+	{
+		queen_own_unindex(o);
+		return;
+	}
+	o->upto = w->base_offset + w->count - 1;
 }
 
 /* Remember a segment this transaction wrote, to absorb it if we commit. */
@@ -416,6 +627,8 @@ queen_dedup_cache_remember(const pg_uuid_t *pid, int64 base, int32 count,
 {
 	MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
 	QueenPendingWrite *w = palloc(sizeof(QueenPendingWrite));
+	QueenOwnPartition *o;
+	bool		found;
 
 	w->pid = *pid;
 	w->base_offset = base;
@@ -424,33 +637,71 @@ queen_dedup_cache_remember(const pg_uuid_t *pid, int64 base, int32 count,
 	w->subid = GetCurrentSubTransactionId();
 	w->hashes = palloc((Size) count * QUEEN_HASH_LEN);
 	memcpy(w->hashes, hashes, (Size) count * QUEEN_HASH_LEN);
-	/* newest first; absorption walks them oldest first */
-	w->next = queen_pending;
-	queen_pending = w;
+	dlist_push_tail(&queen_pending, &w->node);
+
+	if (queen_own == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(pg_uuid_t);
+		ctl.entrysize = sizeof(QueenOwnPartition);
+		ctl.hcxt = TopTransactionContext;
+		queen_own = hash_create("queen own writes", 16, &ctl,
+								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	o = hash_search(queen_own, pid, HASH_ENTER, &found);
+	if (!found)
+	{
+		o->live = 0;
+		o->indexed = false;
+		o->own.capacity = 0;
+		o->own.used = 0;
+		o->own.slots = NULL;
+		memset(&o->alloc, 0, sizeof(o->alloc));
+	}
+	o->live++;
+	o->alloc.last = base + count - 1;
+	queen_own_index(o, w);
 	MemoryContextSwitchTo(old);
 }
 
-/* Absorb committed writes that continue their entry exactly; never raises. */
+/*
+ * Absorb committed writes that continue their entry exactly, oldest first,
+ * in one pass; never raises.
+ */
 static void
-queen_dedup_absorb(QueenPendingWrite *w)
+queen_dedup_absorb(void)
 {
-	QueenDedupEntry *e;
+	dlist_iter	iter;
 
-	if (w == NULL)
-		return;
-	queen_dedup_absorb(w->next);	/* oldest first */
 	if (queen_dedup_entries == NULL || queen_dedup_cache_mb <= 0)
 		return;
-	e = hash_search(queen_dedup_entries, &w->pid, HASH_FIND, NULL);
-	if (e == NULL || e->verified_upto != w->base_offset - 1)
-		return;
-	if (!queen_dedup_cache_add(e, w->hashes, w->count, w->base_offset, w->created_at,
-							   e->loaded_since))
+	dlist_foreach(iter, &queen_pending)
 	{
-		queen_dedup_remove(e);
-		return;
+		QueenPendingWrite *w = dlist_container(QueenPendingWrite, node, iter.cur);
+		QueenDedupEntry *e;
+
+		e = hash_search(queen_dedup_entries, &w->pid, HASH_FIND, NULL);
+		if (e == NULL || e->verified_upto != w->base_offset - 1)
+			continue;
+		if (!queen_dedup_cache_add(e, w->hashes, w->count, w->base_offset, w->created_at,
+								   e->loaded_since))
+		{
+			queen_dedup_remove(e);
+			continue;
+		}
+		e->verified_upto = w->base_offset + w->count - 1;
 	}
-	e->verified_upto = w->base_offset + w->count - 1;
+}
+
+/* The transaction is over: what pointed into its memory is forgotten. */
+static void
+queen_dedup_forget_pending(void)
+{
+	dlist_init(&queen_pending);
+	queen_own = NULL;
+	queen_own_dirty = false;
 }
 
 static void
@@ -460,43 +711,85 @@ queen_dedup_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
-			queen_dedup_absorb(queen_pending);
-			queen_pending = NULL;
+			queen_dedup_absorb();
+			queen_dedup_forget_pending();
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:	/* committed later, maybe elsewhere: never ours to absorb */
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			queen_pending = NULL;
+			queen_dedup_forget_pending();
 			break;
 		default:
 			break;
 	}
 }
 
+/*
+ * A subtransaction's writes are always the newest pending ones (its
+ * children ended before it and handed theirs up), so only that suffix of
+ * the list is visited: many subtransactions cost linear time, not
+ * quadratic.
+ */
 static void
 queen_dedup_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg)
 {
-	QueenPendingWrite **link = &queen_pending;
+	dlist_node *cur;
+	dlist_node *prev;
 
 	(void) arg;
 	if (event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB)
 		return;
-	while (*link != NULL)
+	for (cur = dlist_is_empty(&queen_pending) ? NULL : dlist_tail_node(&queen_pending);
+		 cur != NULL && cur != &queen_pending.head; cur = prev)
 	{
-		QueenPendingWrite *w = *link;
+		QueenPendingWrite *w = dlist_container(QueenPendingWrite, node, cur);
 
-		if (w->subid == mySubid)
+		prev = cur->prev;
+		if (w->subid != mySubid)
+			break;
+		if (event == SUBXACT_EVENT_COMMIT_SUB)
 		{
-			if (event == SUBXACT_EVENT_ABORT_SUB)
-			{
-				*link = w->next;	/* rolled back: the rows are gone */
-				continue;
-			}
 			w->subid = parentSubid;
+			continue;
 		}
-		link = &w->next;
+		/* rolled back: the rows are gone, and maybe the row lock with them */
+		if (queen_own != NULL)
+		{
+			QueenOwnPartition *o = hash_search(queen_own, &w->pid, HASH_FIND, NULL);
+
+			if (o != NULL)
+			{
+				o->live--;
+				queen_own_unindex(o);
+				/* a partition's writes ascend in list order: the earliest removed wins */
+				o->alloc.last = w->base_offset - 1;
+			}
+		}
+		dlist_delete(cur);
+	}
+
+	/*
+	 * The subtransaction may also have written some rows' last_offset (a
+	 * flush before a locking push) and taken that back: every row this
+	 * transaction still writes to is rewritten before commit.  A partition
+	 * with no write left lost its first one, the one that locked and
+	 * updated its row, so the row is as before and no longer ours.
+	 */
+	if (event == SUBXACT_EVENT_ABORT_SUB && queen_own != NULL)
+	{
+		HASH_SEQ_STATUS seq;
+		QueenOwnPartition *o;
+
+		hash_seq_init(&seq, queen_own);
+		while ((o = hash_seq_search(&seq)) != NULL)
+		{
+			if (o->live > 0)
+				queen_dedup_own_mark_dirty(o);
+			else
+				memset(&o->alloc, 0, sizeof(o->alloc));
+		}
 	}
 }
 

@@ -25,6 +25,7 @@ _PG_init(void)
 {
 	queen_define_gucs();
 	queen_dedup_cache_init();
+	queen_alloc_init();
 	if (process_shared_preload_libraries_in_progress)
 		queen_broker_preload();
 }

@@ -195,6 +195,8 @@ extern struct _SPI_plan *queen_keep_plan(const char *sql, int nargs, Oid *argtyp
 										 bool first_rows);
 extern void queen_push_bundle(QueenSegment *segs, int nsegs);
 extern void queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid);
+extern void queen_alloc_flush(void);
+extern void queen_alloc_init(void);
 
 /* ----------------------------------------------------------------
  *		Bundles of frames (bundle.c)
@@ -274,7 +276,34 @@ extern int64 queen_dedup_cache_verified_upto(const QueenDedupEntry *e);
 extern void queen_dedup_cache_match(const QueenDedupEntry *e, const uint8 *incoming,
 									int count, int64 from, TimestampTz cutoff,
 									int64 *first_off);
-extern bool queen_dedup_cache_wrote(const pg_uuid_t *pid);
+/*
+ * What the allocator knows of a partition this transaction wrote to, so
+ * that later pushes to it in the same transaction neither lock nor update
+ * its row again (each update of one row in one transaction lengthens the
+ * chain of row versions every later statement walks: n pushes cost n^2).
+ * The offsets advance here and reach the row once, before commit.
+ */
+typedef struct QueenOwnAlloc
+{
+	bool		locked;			/* our write holds the row lock; last is exact */
+	bool		described;		/* window, txns_start and generation are the row's */
+	bool		dirty;			/* the row's last_offset may differ from last */
+	int32		window;			/* the queue's dedup window */
+	int64		txns_start;
+	TimestampTz generation;
+	int64		last;			/* the last offset this transaction allocated */
+} QueenOwnAlloc;
+
+typedef struct QueenOwnPartition QueenOwnPartition;
+extern QueenOwnPartition *queen_dedup_own(const pg_uuid_t *pid);
+extern QueenOwnAlloc *queen_dedup_own_alloc(QueenOwnPartition *o);
+extern void queen_dedup_own_mark_dirty(QueenOwnPartition *o);
+extern bool queen_dedup_own_any_dirty(void);
+extern int	queen_dedup_own_dirty(pg_uuid_t **pids, int64 **lasts);
+extern void queen_dedup_own_unlock_all(void);
+extern int64 queen_dedup_own_match(const QueenOwnPartition *o, int64 last_offset,
+								   const uint8 *incoming, int count, int64 from,
+								   TimestampTz cutoff, int64 *first_off);
 extern void queen_dedup_cache_remember(const pg_uuid_t *pid, int64 base, int32 count,
 									   TimestampTz created_at, const uint8 *hashes);
 
