@@ -14,8 +14,8 @@ SELECT status, log_offset FROM queen.push('{"items":[{"queue":"pc1","partition":
 
 -- the same partition twice is refused with cached ids too
 SELECT queen.log_push_multi_v1(ARRAY['pc2','pc2'], ARRAY['b','b'], ARRAY[1,1],
-       ARRAY[decode(md5('x'),'hex'), decode(md5('y'),'hex')], ARRAY[-1,-1]::int8[],
-       ARRAY['\x28b52ffd00'::bytea,'\x28b52ffd00'::bytea]);
+       ARRAY[queen.hash_blob('{x}'), queen.hash_blob('{y}')], ARRAY[-1,-1]::int8[],
+       ARRAY[qtest.blob('{x}'), qtest.blob('{y}')]);
 
 -- a rolled-back first push leaves a cached id that no longer exists
 BEGIN;

@@ -584,6 +584,21 @@ queen_validate_segment(const QueenSegment *seg, int ordinal)
 				 errmsg("payload blob of segment %d is not zstd-compressed", ordinal),
 				 errdetail("A segment blob is one zstd frame of packed frames; see queen.pack_frames().")));
 
+	if (seg->untrusted)
+	{
+		int			sqlstate;
+		const char *problem = queen_segment_problem(VARDATA_ANY(seg->blob),
+													VARSIZE_ANY_EXHDR(seg->blob),
+													(const uint8 *) VARDATA_ANY(seg->hashes),
+													seg->msg_count, &sqlstate);
+
+		if (problem != NULL)
+			ereport(ERROR,
+					(errcode(sqlstate),
+					 errmsg("segment %d is not one queen can store: %s", ordinal, problem),
+					 errdetail("A segment is the zstd of exactly msg_count frames (docs/FORMAT.md), with the XXH3-128 of each frame's transactionId in p_hashes; queen.pack_frames() and queen.hash_blob() build them.")));
+	}
+
 	if (seg->window_set && seg->window_in < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1581,10 +1596,24 @@ queen_resolve_message(const pg_uuid_t *pid, int64 offset,
 	for (o = stored.base_offset; problem == NULL && o <= offset; o++)
 		problem = queen_frame_decode(raw.data, raw.len, &pos, &frame);
 	if (problem != NULL)
-		ereport(ERROR,
+	{
+		/*
+		 * One damaged segment must not fail the push that merely names it
+		 * as an original (and every partition sharing that transaction):
+		 * the duplicate is reported with the zero id, as for an original
+		 * retained away, and the damage is said loudly.
+		 */
+		char		pidtext[UUID_LEN * 2 + 5];
+
+		queen_uuid_format(pid, pidtext);
+		ereport(WARNING,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("segment at offset " INT64_FORMAT " is malformed: %s",
-						stored.base_offset, problem)));
+				 errmsg("queen: the segment at offset " INT64_FORMAT " of partition %s cannot be read: %s",
+						stored.base_offset, pidtext, problem),
+				 errdetail("A duplicate of offset " INT64_FORMAT " is reported with the zero message id.",
+						   offset)));
+		return false;
+	}
 
 	*message_id = frame.message_id;
 	if (created_at)

@@ -198,6 +198,7 @@ queen_log_push_one_v1(PG_FUNCTION_ARGS)
 		seg.window_set = true;
 		seg.window_in = PG_GETARG_INT32(7);
 	}
+	seg.untrusted = true;
 	if (PG_ARGISNULL(8))
 		seg.tenant = queen_default_tenant;
 	else
@@ -279,6 +280,7 @@ queen_log_push_multi_v1(PG_FUNCTION_ARGS)
 		seg->hashes = nulls[3][i] ? NULL : DatumGetByteaPP(elems[3][i]);
 		seg->verified = nulls[4][i] ? -1 : DatumGetInt64(elems[4][i]);
 		seg->blob = nulls[5][i] ? NULL : DatumGetByteaPP(elems[5][i]);
+		seg->untrusted = true;
 		if (PG_ARGISNULL(6))
 			seg->tenant = queen_default_tenant;
 		else

@@ -20,6 +20,7 @@
 #include <xxhash.h>
 #include <zstd.h>
 
+#include "mb/pg_wchar.h"
 #include "port/pg_bswap.h"
 #include "utils/memutils.h"
 
@@ -262,7 +263,17 @@ queen_decompress(const char *data, size_t len, StringInfo out)
 		size_t		ret;
 
 		if (out->maxlen - out->len < 4096)
-			enlargeStringInfo(out, out->maxlen);	/* doubles; 1 GB cap */
+		{
+			/* a forged or damaged blob must not inflate without bound */
+			if ((Size) out->len >= QUEEN_SEGMENT_MAX_RAW - 4096)
+			{
+				ZSTD_DCtx_reset(queen_dctx, ZSTD_reset_session_only);
+				return "segment inflates to more than 1 GB";
+			}
+			/* doubles, up to what one allocation can hold */
+			enlargeStringInfo(out, (int) Min((Size) out->maxlen,
+											 QUEEN_SEGMENT_MAX_RAW - (Size) out->len - 1));
+		}
 		o.dst = out->data + out->len;
 		o.size = (size_t) (out->maxlen - out->len - 1);
 		o.pos = 0;
@@ -307,6 +318,72 @@ queen_txn_hash(const char *txn, size_t len, uint8 *out)
 
 	XXH128_canonicalFromHash(&canon, h);
 	memcpy(out, canon.digest, QUEEN_HASH_LEN);
+}
+
+/*
+ * Why a segment supplied by a caller is not one the broker would have
+ * built, or NULL: the blob decompresses within QUEEN_SEGMENT_MAX_RAW into
+ * exactly msg_count well-formed frames and nothing after them, each
+ * frame's transactionId is a valid one whose XXH3-128 is the matching
+ * entry of hashes, and each payload is JSON jsonb can hold.  *sqlstate is
+ * set for the caller's ereport.
+ */
+const char *
+queen_segment_problem(const char *blob, size_t blob_len, const uint8 *hashes,
+					  int msg_count, int *sqlstate)
+{
+	StringInfoData raw;
+	const char *problem;
+	size_t		pos = 0;
+	int			k;
+
+	*sqlstate = ERRCODE_INVALID_BINARY_REPRESENTATION;
+	initStringInfo(&raw);
+	problem = queen_decompress(blob, blob_len, &raw);
+	if (problem != NULL)
+		return psprintf("the blob does not decompress: %s", problem);
+	for (k = 0; k < msg_count; k++)
+	{
+		QueenFrame	frame;
+		uint8		hash[QUEEN_HASH_LEN];
+		const char *bad;
+
+		if (pos >= (size_t) raw.len)
+		{
+			*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+			return psprintf("msg_count is %d but the blob holds %d frames", msg_count, k);
+		}
+		problem = queen_frame_decode(raw.data, raw.len, &pos, &frame);
+		if (problem != NULL)
+			return psprintf("frame %d: %s", k, problem);
+		bad = queen_name_problem(frame.txn, frame.txn_len, QUEEN_MAX_TXN_BYTES);
+		if (bad == NULL && !pg_verify_mbstr(PG_UTF8, frame.txn, (int) frame.txn_len, true))
+			bad = "is not valid UTF-8";
+		if (bad != NULL)
+		{
+			*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+			return psprintf("frame %d: transactionId %s", k, bad);
+		}
+		queen_txn_hash(frame.txn, frame.txn_len, hash);
+		if (memcmp(hash, hashes + (Size) k * QUEEN_HASH_LEN, QUEEN_HASH_LEN) != 0)
+		{
+			*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+			return psprintf("hash %d is not the XXH3-128 of frame %d's transactionId", k, k);
+		}
+		bad = queen_json_problem(frame.payload, frame.payload_len);
+		if (bad != NULL)
+		{
+			*sqlstate = ERRCODE_INVALID_TEXT_REPRESENTATION;
+			return psprintf("frame %d: the payload is not JSON jsonb can hold: %s", k, bad);
+		}
+	}
+	if (pos != (size_t) raw.len)
+	{
+		*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+		return psprintf("msg_count is %d but the blob holds more frames", msg_count);
+	}
+	pfree(raw.data);
+	return NULL;
 }
 
 /*

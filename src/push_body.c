@@ -398,6 +398,27 @@ queen_push_field_end(void *state, char *fname, bool isnull)
 }
 
 /*
+ * Every number in the body, payloads included, must be one jsonb can hold:
+ * what this door accepts, queen.read must be able to return.
+ */
+static void
+queen_push_scalar(void *state, char *token, JsonTokenType type)
+{
+	QueenPushState *st = (QueenPushState *) state;
+
+	if (type == JSON_TOKEN_NUMBER && st->error == NULL)
+	{
+		const char *problem = queen_json_number_problem(token, strlen(token));
+
+		if (problem != NULL)
+			queen_push_fail(st, psprintf("items[%d]: the number %.40s%s cannot be stored: %s",
+										 Max(st->nelements - 1, 0), token,
+										 strlen(token) > 40 ? "..." : "", problem));
+	}
+	pfree(token);
+}
+
+/*
  * Refuse nesting deeper than QUEEN_PUSH_MAX_DEPTH before pg_parse_json
  * recurses into it.  Up to the parser's first syntax error its depth is
  * exactly this count (brackets outside strings), and it recurses no
@@ -508,6 +529,7 @@ queen_parse_push_body(const char *body, size_t len, QueenHttpItem **items,
 	sem.array_element_start = queen_push_element_start;
 	sem.object_field_start = queen_push_field_start;
 	sem.object_field_end = queen_push_field_end;
+	sem.scalar = queen_push_scalar;
 
 	result = pg_parse_json(lex, &sem);
 

@@ -119,6 +119,15 @@ extern const char *queen_decompress(const char *data, size_t len,
 									StringInfo out);
 
 extern void queen_txn_hash(const char *txn, size_t len, uint8 *out);
+extern const char *queen_segment_problem(const char *blob, size_t blob_len,
+										 const uint8 *hashes, int msg_count,
+										 int *sqlstate);
+
+/*
+ * Largest a segment's packed frames may inflate to: what one allocation can
+ * hold, so every segment the broker builds fits.  Reads stop there.
+ */
+#define QUEEN_SEGMENT_MAX_RAW	((Size) MaxAllocSize - 1)
 
 /* Longest identity of a partition: tenant, queue, 0x1F, partition. */
 #define QUEEN_IDENT_MAX		(UUID_LEN + 2 * QUEEN_MAX_NAME_BYTES + 1)
@@ -142,6 +151,7 @@ extern void queen_check_queue_name(const char *name, size_t len);
 extern void queen_check_partition_name(const char *name, size_t len);
 extern void queen_check_transaction_id(const char *txn, size_t len);
 extern char *queen_json_problem(const char *payload, size_t len);
+extern const char *queen_json_number_problem(const char *num, size_t len);
 
 /* ----------------------------------------------------------------
  *		The allocator core (alloc.c)
@@ -178,6 +188,7 @@ typedef struct QueenSegment
 	bytea	   *blob;			/* zstd(packed frames) */
 	bool		window_set;		/* use window_in instead of the queue's */
 	int32		window_in;
+	bool		untrusted;		/* from a SQL caller: verify the blob completely */
 
 	/* output */
 	QueenSegmentStatus status;

@@ -1,0 +1,70 @@
+-- log_push_one_v1 and log_push_multi_v1 are a public door: a segment they
+-- store must be one the broker would have built, or a reader could not give
+-- it back (and a later duplicate naming it could not resolve it).  Each bad
+-- segment is refused with a clear SQLSTATE and nothing is written.
+
+CREATE FUNCTION pg_temp.frames(txns text[], payloads text[]) RETURNS bytea LANGUAGE sql AS $$
+	SELECT queen.pack_frames(array_fill(NULL::uuid, ARRAY[cardinality(txns)]), txns,
+	                         (SELECT array_agg(convert_to(p, 'UTF8') ORDER BY n) FROM unnest(payloads) WITH ORDINALITY u(p, n)))
+$$;
+CREATE FUNCTION pg_temp.push(msg_count int, hashes bytea, blob bytea) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN queen.log_push_multi_v1(ARRAY['us.q'], ARRAY['p'], ARRAY[msg_count], ARRAY[hashes],
+	                               ARRAY[-1]::int8[], ARRAY[blob])->0->>'status';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ' ' || SQLERRM;
+END $$;
+CREATE FUNCTION pg_temp.push_one(msg_count int, hashes bytea, blob bytea) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN queen.log_push_one_v1('us.q', 'p', msg_count, hashes, -1, blob)->>'status';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ' ' || SQLERRM;
+END $$;
+
+-- only the zstd magic, and random bytes after it
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), '\x28b52ffd0000ffffffff');
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), '\x28b52ffd' || decode(repeat('a5', 64), 'hex'));
+-- a message count the frames do not match
+SELECT pg_temp.push(2, queen.hash_blob('{a,b}'), pg_temp.frames('{a}', '{1}'));
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.frames('{a,b,c}', '{1,2,3}'));
+-- hashes that are not the frames' transactionIds
+SELECT pg_temp.push(2, queen.hash_blob('{a,x}'), pg_temp.frames('{a,b}', '{1,2}'));
+SELECT pg_temp.push_one(1, queen.hash_blob('{b}'), pg_temp.frames('{a}', '{1}'));
+-- payloads that are not JSON jsonb can hold
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.frames('{a}', '{"not json"}'));
+SELECT pg_temp.push(1, queen.hash_blob('{a}'),
+       queen.pack_frames(ARRAY[NULL::uuid], '{a}', ARRAY['\x22fffe22'::bytea]));
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.frames('{a}', '{1e1000000}'));
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.frames('{a}', '{"[1e131073]"}'));
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.frames('{a}', '{"{\"x\": 1e-16384}"}'));
+-- none of it was written
+SELECT count(*) AS us_segments FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'us.q';
+
+-- the largest numbers jsonb holds are stored and read back
+SELECT pg_temp.push(3, queen.hash_blob('{a,b,c}'),
+       pg_temp.frames('{a,b,c}', ARRAY['1e131071', '{"x": 1e-16383}', '-9.99e131071']));
+SELECT log_offset, left(payload::text, 12) AS payload_start, length(payload::text) AS len
+  FROM queen.read('us.q', 'p');
+
+-- the same rule at the HTTP door's parser: the number is refused there too
+SELECT queen._parse_push_body('{"items": [{"queue": "q", "payload": 1e1000000}]}');
+SELECT queen._parse_push_body('{"items": [{"queue": "q", "payload": 1}, {"queue": "q", "payload": {"a": [1, 1e131072]}}]}');
+SELECT queen._parse_push_body('{"items": [{"queue": "q", "payload": [1e131071, 1e-16383, 0e-16383]}]}');
+
+-- numbers on both sides of each limit: the door's verdict is jsonb's
+CREATE FUNCTION pg_temp.jsonb_takes(t text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM t::jsonb;
+	RETURN true;
+EXCEPTION WHEN OTHERS THEN
+	RETURN false;
+END $$;
+SELECT n, left(t, 16) AS number, jsonb, push = 'queued' AS stored, jsonb = (push = 'queued') AS agree
+  FROM (SELECT n, t, pg_temp.jsonb_takes(t) AS jsonb,
+               pg_temp.push(1, queen.hash_blob(ARRAY['n' || n]), pg_temp.frames(ARRAY['n' || n], ARRAY[t])) AS push
+          FROM unnest(ARRAY['1e131071', '1e131072', '9999e131068', '10000e131068', '0.0001e131072',
+                    '1e-16383', '1e-16384', '0e-16384', '0.' || repeat('0', 16383), '0.' || repeat('0', 16384),
+                    '1e1073741822', '0e1073741823', '-0.00001e131075'])
+               WITH ORDINALITY u(t, n)) x
+ ORDER BY n;
