@@ -68,3 +68,18 @@ SELECT n, left(t, 16) AS number, jsonb, push = 'queued' AS stored, jsonb = (push
                     '1e1073741822', '0e1073741823', '-0.00001e131075'])
                WITH ORDINALITY u(t, n)) x
  ORDER BY n;
+
+-- A stored segment damaged on disk (here by hand) does not fail a push that
+-- duplicates a message in it, nor the other partitions of that push: the
+-- duplicate names the zero id, as for an original retained away, and a
+-- WARNING says which segment is damaged.
+SELECT status FROM queen.push('us.dmg', '{"n": 1}', 'Default', 'dmg-1');
+UPDATE queen.log_segments SET blob = '\x28b52ffd00112233'
+ WHERE partition_id = qtest.pid('us.dmg', 'Default');
+SET client_min_messages = error;
+SELECT index, queue, status, log_offset, message_id = '00000000-0000-0000-0000-000000000000' AS zero_id
+  FROM queen.push('[{"queue": "us.dmg", "payload": {"n": 1}, "transactionId": "dmg-1"},
+                    {"queue": "us.dmg", "partition": "other", "payload": {"n": 2}, "transactionId": "dmg-2"}]')
+ ORDER BY index;
+RESET client_min_messages;
+SELECT log_offset, payload FROM queen.read('us.dmg', 'other');
