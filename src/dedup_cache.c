@@ -37,6 +37,13 @@
  * and purges that advance txns_start (the lower bound follows it).  Editing
  * log_txns by hand can make it stale; queen.dedup_cache_mb = 0 turns it off.
  *
+ * What the current transaction wrote is also kept per partition
+ * (QueenOwnPartition): its own hashes, indexed, so that a later probe in
+ * the same transaction does not reread them, and the allocator's state of
+ * the rows it holds (alloc.c defers their last_offset to one UPDATE before
+ * commit).  It lives in TopTransactionContext and is unwound per
+ * subtransaction.
+ *
  * Memory: one context under TopMemoryContext, bounded by
  * queen.dedup_cache_mb per process, least recently used partitions evicted
  * first; a partition whose window alone does not fit is not cached.
