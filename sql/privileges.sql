@@ -33,6 +33,45 @@ DELETE FROM queen.queues WHERE name = 'priv.events';
 SELECT count(*) AS orphan_segments FROM queen.log_segments s
  WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = s.partition_id);
 
+-- Row-level security and triggers on the log tables would be bypassed by
+-- the allocator's direct inserts, so a push refuses to write while they
+-- apply: never a silent bypass.
+CREATE FUNCTION pg_temp.try_push(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN (queen.push(q, '{"n": 1}')).status;
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ' ' || SQLERRM;
+END $$;
+GRANT EXECUTE ON FUNCTION pg_temp.try_push(text) TO regress_queen_pusher;
+ALTER TABLE queen.log_segments ENABLE ROW LEVEL SECURITY;
+CREATE POLICY regress_no_pusher ON queen.log_segments FOR INSERT TO regress_queen_pusher WITH CHECK (false);
+CREATE POLICY regress_others ON queen.log_segments FOR ALL TO PUBLIC USING (true);
+SET ROLE regress_queen_pusher;
+SELECT pg_temp.try_push('priv.rls');
+RESET ROLE;
+-- the table's owner is not subject to the policies, and pushes
+SELECT pg_temp.try_push('priv.rls');
+DROP POLICY regress_no_pusher ON queen.log_segments;
+DROP POLICY regress_others ON queen.log_segments;
+ALTER TABLE queen.log_segments DISABLE ROW LEVEL SECURITY;
+SET ROLE regress_queen_pusher;
+SELECT pg_temp.try_push('priv.rls');
+RESET ROLE;
+SELECT log_offset, payload FROM queen.read('priv.rls');
+
+CREATE TABLE regress_fired (n int);
+CREATE FUNCTION regress_note_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO regress_fired VALUES (1); RETURN NULL; END $$;
+CREATE TRIGGER regress_after_insert AFTER INSERT ON queen.log_txns
+	FOR EACH ROW EXECUTE FUNCTION regress_note_insert();
+SELECT pg_temp.try_push('priv.trigger');
+SELECT count(*) AS trigger_queue_rows FROM queen.queues WHERE name = 'priv.trigger';
+DROP TRIGGER regress_after_insert ON queen.log_txns;
+SELECT pg_temp.try_push('priv.trigger');
+DROP TABLE regress_fired;
+DROP FUNCTION regress_note_insert();
+DROP FUNCTION pg_temp.try_push(text);
+
 REVOKE ALL ON queen.queues, queen.log_partitions, queen.log_txns, queen.log_segments FROM regress_queen_pusher;
 REVOKE USAGE ON SCHEMA queen FROM regress_queen_pusher;
 DROP ROLE regress_queen_pusher;

@@ -83,3 +83,16 @@ SELECT index, queue, status, log_offset, message_id = '00000000-0000-0000-0000-0
  ORDER BY index;
 RESET client_min_messages;
 SELECT log_offset, payload FROM queen.read('us.dmg', 'other');
+
+-- log_push_one_v1's p_pid must be the partition its names name
+SELECT pg_temp.push(1, queen.hash_blob('{pp1}'), pg_temp.frames('{pp1}', '{1}'));
+SELECT queen.log_push_one_v1('us.q', 'p', 1, queen.hash_blob('{pp2}'), -1,
+       pg_temp.frames('{pp2}', '{2}'), qtest.pid('us.q', 'p'))->>'status' AS right_pid;
+SELECT queen.log_push_one_v1('us.other', 'p', 1, queen.hash_blob('{pp3}'), -1,
+       pg_temp.frames('{pp3}', '{3}'), qtest.pid('us.q', 'p'))->>'status' AS other_queue;
+SELECT queen.log_push_one_v1('us.q', 'nope', 1, queen.hash_blob('{pp3}'), -1,
+       pg_temp.frames('{pp3}', '{3}'), qtest.pid('us.q', 'p'), 0)->>'status' AS other_partition;
+SELECT queen.log_push_one_v1('us.q', 'p', 1, queen.hash_blob('{pp3}'), -1,
+       pg_temp.frames('{pp3}', '{3}'), qtest.pid('us.q', 'p'), 0,
+       '00000000-0000-0000-0000-0000000000aa')->>'status' AS other_tenant;
+SELECT count(*) AS us_q_segments FROM queen.log_segments WHERE partition_id = qtest.pid('us.q', 'p');

@@ -44,11 +44,13 @@
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 
 #include <xxhash.h>
@@ -182,6 +184,12 @@ static const char *const sql_segment_at =
 "         ORDER BY base_offset DESC LIMIT 1) c"
 " WHERE c.end_offset >= $2";
 
+/* What a partition id names, to hold a caller's p_pid to its names. */
+static const char *const sql_pid_names =
+"SELECT q.tenant_id, q.name, p.name"
+"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+" WHERE p.id = $1";
+
 /* Deferred offsets reach their rows (see queen_write_deferred). */
 static const char *const sql_flush =
 "UPDATE queen.log_partitions p SET"
@@ -203,6 +211,7 @@ typedef enum QueenPlanId
 	PLAN_WRITE,
 	PLAN_SEGMENT_AT,
 	PLAN_FLUSH,
+	PLAN_PID_NAMES,
 	PLAN_COUNT
 } QueenPlanId;
 
@@ -264,6 +273,11 @@ queen_plan(QueenPlanId id)
 			argtypes[0] = UUIDOID;
 			argtypes[1] = INT8OID;
 			nargs = 2;
+			break;
+		case PLAN_PID_NAMES:
+			sql = sql_pid_names;
+			argtypes[0] = UUIDOID;
+			nargs = 1;
 			break;
 		case PLAN_FLUSH:
 			sql = sql_flush;
@@ -863,6 +877,40 @@ typedef struct QueenRowTable
 static const char *const queen_row_columns[4] =
 {"partition_id", "base_offset", "end_offset", "created_at"};
 
+/*
+ * The rows are inserted the way COPY does, but without firing triggers or
+ * applying row-level security, which a statement would.  Rather than
+ * silently bypass either, a push refuses to write when the table has one
+ * that would apply: a trigger someone created (the foreign key's own are
+ * internal), or row-level security that applies to the current user.
+ */
+static void
+queen_rows_refuse_bypass(Relation rel)
+{
+	TriggerDesc *trigdesc = rel->trigdesc;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+	{
+		if (trigdesc->triggers[i].tgisinternal)
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table \"queen.%s\" has trigger \"%s\", which pushes would not fire",
+						RelationGetRelationName(rel), trigdesc->triggers[i].tgname),
+				 errdetail("Queen writes its log tables directly; a trigger on them would be silently skipped, so no push is written while one exists."),
+				 errhint("Drop the trigger; consume the queue instead of reacting to inserts.")));
+	}
+	if (rel->rd_rel->relrowsecurity &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("row-level security on table \"queen.%s\" applies to role \"%s\", and pushes cannot apply it",
+						RelationGetRelationName(rel), GetUserNameFromId(GetUserId(), false)),
+				 errdetail("Queen writes its log tables directly, so policies would be bypassed; no push is written while they apply."),
+				 errhint("Control who may push with GRANT and REVOKE on the queen functions and tables, and disable row-level security on queen's tables.")));
+}
+
 static void
 queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column)
 {
@@ -884,6 +932,7 @@ queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column)
 							RelationGetRelationName(t->rel)),
 					 errhint("Drop and create the extension again.")));
 	}
+	queen_rows_refuse_bypass(t->rel);
 	t->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(t->rri, t->rel, rti, NULL, 0);
 	ExecOpenIndices(t->rri, false);
@@ -1467,6 +1516,50 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 }
 
 /*
+ * A caller's partition id must be the partition its names name: otherwise
+ * the push would land in another queue than the one the verdict reports.
+ * The id cache answers in the steady state; a miss reads the names once.
+ */
+static void
+queen_check_resolved(const QueenSegment *seg, const pg_uuid_t *pid)
+{
+	Size		len;
+	char	   *ident = queen_pid_ident(seg, &len);
+	QueenPidKey key;
+	pg_uuid_t	cached;
+	Datum		value = UUIDPGetDatum(pid);
+	HeapTuple	tuple;
+	TupleDesc	desc;
+	pg_uuid_t	tenant;
+	char	   *qname;
+	char	   *pname;
+
+	queen_pid_key(ident, len, &key);
+	if (queen_pid_cache_get(ident, len, &key, &cached) &&
+		memcmp(cached.data, pid->data, UUID_LEN) == 0)
+		return;
+	queen_exec(PLAN_PID_NAMES, &value, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		queen_partition_missing(pid);
+	tuple = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	queen_get_uuid(tuple, desc, 1, &tenant);
+	qname = SPI_getvalue(tuple, desc, 2);
+	pname = SPI_getvalue(tuple, desc, 3);
+	if (memcmp(tenant.data, seg->tenant.data, UUID_LEN) != 0 ||
+		strcmp(qname, seg->queue) != 0 || strcmp(pname, seg->partition) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("p_pid is partition \"%s\" of queue \"%s\", not partition \"%s\" of queue \"%s\"",
+						pname, qname, seg->partition, seg->queue),
+				 memcmp(tenant.data, seg->tenant.data, UUID_LEN) != 0 ?
+				 errdetail("The partition belongs to another tenant.") : 0,
+				 errhint("Pass the id the names resolve to, or NULL to resolve them.")));
+	SPI_freetuptable(SPI_tuptable);
+	queen_pid_cache_put(ident, len, &key, pid);
+}
+
+/*
  * Push one segment whose partition id is already known, as log_push_one_v1
  * does when its caller resolved it.  With the window given as 0 the
  * allocator UPDATE alone takes the row lock (Queen's fast path); otherwise
@@ -1486,6 +1579,7 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 	seg->dups = NULL;
 
 	queen_spi_connect();
+	queen_check_resolved(seg, pid);
 
 	if (queen_own_target(&target, seg, pid))
 	{
