@@ -9,9 +9,6 @@ LANGUAGE sql AS $$
 	  FROM jsonb_array_elements(r) WITH ORDINALITY AS x(e, n)
 $$;
 
-CREATE FUNCTION pg_temp.segment_count() RETURNS bigint LANGUAGE sql AS
-$$ SELECT count(*) FROM queen.log_segments $$;
-
 -- empty bundle
 SELECT queen.log_push_multi_v1(ARRAY[]::text[], ARRAY[]::text[], ARRAY[]::int[], ARRAY[]::bytea[], ARRAY[]::int8[], ARRAY[]::bytea[]);
 SELECT queen.log_push_multi_v1(NULL, NULL, NULL, NULL, NULL, NULL);
@@ -94,8 +91,21 @@ DELETE FROM queen.log_segments WHERE base_offset = 2
 SELECT count(*) AS rows_for_gap FROM queen.log_segment_at_v1(
 	(SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'p3.one'), 2);
 
--- Bad bundles: each raises before anything is written.
-CREATE TEMP TABLE before AS SELECT pg_temp.segment_count() AS n;
+-- Bad bundles: each raises before anything is written.  Every call runs
+-- inside qtest.expect_error's exception block, whose rollback would undo a
+-- write made before the error, so counting rows afterwards proves nothing.
+-- What does: the transaction's own table statistics, which count every row
+-- a statement inserted, updated or deleted, aborted subtransactions
+-- included.  So the calls run in one transaction, and the counts of the
+-- four tables must not move.
+CREATE FUNCTION pg_temp.rows_touched() RETURNS bigint LANGUAGE sql AS $$
+	SELECT sum(pg_stat_get_xact_tuples_inserted(t) + pg_stat_get_xact_tuples_updated(t)
+	           + pg_stat_get_xact_tuples_deleted(t))::bigint
+	  FROM unnest(ARRAY['queen.queues', 'queen.log_partitions',
+	                    'queen.log_segments', 'queen.log_txns']::regclass[]) t
+$$;
+BEGIN;
+CREATE TEMP TABLE before AS SELECT pg_temp.rows_touched() AS n;
 SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad', 'p3.bad'], ARRAY['a'], ARRAY[1, 1], ARRAY[queen.hash_blob('{a}'), queen.hash_blob('{b}')], ARRAY[-1, -1]::int8[], ARRAY[qtest.blob('{a}'), qtest.blob('{b}')])$$) AS misaligned_partitions;
 SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1], ARRAY[queen.hash_blob('{a}')], NULL, ARRAY[qtest.blob('{a}')])$$) AS null_verified;
 SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad'], ARRAY['a'], ARRAY[1, 2], ARRAY[queen.hash_blob('{a}')], ARRAY[-1]::int8[], ARRAY[qtest.blob('{a}')])$$) AS misaligned_counts;
@@ -113,5 +123,9 @@ SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.bad', E'p3\
 SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['p3.multi', 'p3.multi'], ARRAY['a', 'a'], ARRAY[1, 1], ARRAY[queen.hash_blob('{a}'), queen.hash_blob('{b}')], ARRAY[-1, -1]::int8[], ARRAY[qtest.blob('{a}'), qtest.blob('{b}')])$$) AS same_partition_twice;
 SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('p3.bad', 'a', 1, '\x0011'::bytea, -1, qtest.blob('{a}'))$$) AS one_wrong_stride;
 SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('p3.bad', 'a', NULL, queen.hash_blob('{a}'), -1, qtest.blob('{a}'))$$) AS one_null_count;
-SELECT pg_temp.segment_count() = (SELECT n FROM before) AS nothing_written;
+SELECT pg_temp.rows_touched() - (SELECT n FROM before) AS rows_touched;
+-- the count does see a write that a later error in the same block undid
+SELECT qtest.expect_error($$SELECT (SELECT count(*) FROM queen.push('p3.undone', '1')) / 0$$) AS write_then_error;
+SELECT pg_temp.rows_touched() - (SELECT n FROM before) > 0 AS undone_write_counted;
+COMMIT;
 SELECT count(*) AS bad_queues FROM queen.queues WHERE name LIKE 'p3%bad';

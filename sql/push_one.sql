@@ -31,12 +31,11 @@ SELECT transaction_id = message_id::text AS minted, partition, log_offset
 -- the call form returns a composite
 SELECT (queen.push('p1.orders', '{}')).status;
 
--- created_at is monotone and offsets gapless in the partition
+-- offsets are gapless in the partition (that created_at follows commit
+-- order needs a second session: specs/created_at_order.spec)
 SELECT count(*) AS segments,
-       bool_and(base_offset = coalesce(prev_end, -1) + 1) AS gapless,
-       bool_and(created_at >= coalesce(prev_created, '-infinity')) AS monotone
-  FROM (SELECT s.base_offset, s.created_at,
-               lag(s.end_offset) OVER w AS prev_end, lag(s.created_at) OVER w AS prev_created
+       bool_and(base_offset = coalesce(prev_end, -1) + 1) AS gapless
+  FROM (SELECT s.base_offset, lag(s.end_offset) OVER w AS prev_end
           FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
           JOIN queen.queues q ON q.id = p.queue_id
          WHERE q.name = 'p1.orders' AND p.name = 'Default'

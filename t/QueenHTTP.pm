@@ -22,7 +22,8 @@ our @EXPORT = qw(start_broker http_request http_json push_items wait_for
   wait_healthy raw_exchange metric log_crashes broker_conf verify_results gapless
   run_load stored_frames stored_count buffer_status set_maintenance
   get_maintenance spool_files process_alive last_listener_pid
-  verify_acknowledged);
+  verify_acknowledged send_request read_response shard_of
+  shards_waiting_on_lock segments_per_transaction);
 
 my $json = JSON::PP->new->canonical;
 
@@ -376,6 +377,93 @@ sub verify_acknowledged
 	my %r;
 	@r{@cols} = split /\|/, $node->safe_psql('postgres', $sql);
 	return \%r;
+}
+
+
+# ---- requests left in flight, and the shard that owns a partition --------------
+
+# Send one request on a fresh connection ("Connection: close") without
+# waiting for its answer; read_response collects it later.  Returns the socket.
+sub send_request
+{
+	my ($port, $method, $path, $data) = @_;
+	my $body = !defined $data ? '' : ref $data ? $json->encode($data) : $data;
+	my $sock = IO::Socket::INET->new(
+		PeerAddr => '127.0.0.1',
+		PeerPort => $port,
+		Proto => 'tcp') or die "connect: $!";
+	$sock->autoflush(1);
+	print $sock "$method $path HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+	  . "Content-Type: application/json\r\nContent-Length: " . length($body) . "\r\n\r\n" . $body;
+	return $sock;
+}
+
+# The answer to send_request's request: (status, decoded JSON body or undef,
+# raw body); the status is undef if the server closed or $timeout seconds
+# passed without a complete answer.
+sub read_response
+{
+	my ($sock, $timeout) = @_;
+	my $sel = IO::Select->new($sock);
+	my $out = '';
+	my $deadline = time + ($timeout // 60);
+	while (time < $deadline)
+	{
+		last unless $sel->can_read($deadline - time);
+		my $n = sysread($sock, my $buf, 65536);
+		last unless $n;
+		$out .= $buf;
+	}
+	close $sock;
+	my ($head, $body) = split /\r\n\r\n/, $out, 2;
+	my ($status) = ($head // '') =~ m{^HTTP/1\.\d (\d{3}) };
+	my ($length) = ($head // '') =~ /^Content-Length: (\d+)\r?$/mi;
+	return (undef, undef, $out)
+	  unless defined $status && defined $length && length($body) == $length;
+	my $decoded = eval { $json->decode($body) };
+	return ($status, $decoded, $body);
+}
+
+# The fusion shard that owns (queue, partition) among $nshards: FNV-1a 64 of
+# tenant bytes, queue, 0x1F, partition, as queen_shard_of (src/shmem.c).
+sub shard_of
+{
+	my ($queue, $partition, $nshards, $tenant) = @_;
+	require Math::BigInt;
+	($tenant //= '00000000-0000-0000-0000-000000000001') =~ s/-//g;
+	my $mask = Math::BigInt->from_hex('ffffffffffffffff');
+	my $prime = Math::BigInt->from_hex('100000001b3');
+	my $h = Math::BigInt->from_hex('cbf29ce484222325');
+	for my $c (unpack 'C*', pack('H*', $tenant) . $queue . "\x1f" . $partition)
+	{
+		$h->bxor($c)->bmul($prime)->band($mask);
+	}
+	return $h->bmod($nshards)->numify;
+}
+
+# Number of fusion shards waiting for a heavyweight lock (a row lock that a
+# test's own session holds), to know a bundle has stopped on it.
+sub shards_waiting_on_lock
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_stat_activity
+		 WHERE backend_type = 'queen shard' AND wait_event_type = 'Lock'});
+}
+
+# How many partitions each transaction that wrote to $queue committed, most
+# first: the segments of one bundle share their xmin.
+sub segments_per_transaction
+{
+	my ($node, $queue, $partition_like) = @_;
+	$partition_like //= '%';
+	my $out = $node->safe_psql('postgres', qq{
+		SELECT count(*) FROM queen.log_segments s
+		  JOIN queen.log_partitions p ON p.id = s.partition_id
+		  JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE q.name = '$queue' AND p.name LIKE '$partition_like'
+		 GROUP BY s.xmin::text ORDER BY 1 DESC});
+	return map { $_ + 0 } grep { length } split /\n/, $out;
 }
 
 1;
