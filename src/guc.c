@@ -231,7 +231,7 @@ queen_define_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen.fusion_min_frames",
-							"Experiment only: hold a partition's segment until it has this many frames (at most 2 ms).",
+							"Experiment only: a shard sends no bundle until one of its ready groups has this many frames or has waited 2 ms; then it sends every ready group.",
 							"0 turns the floor off, and dispatch is then exactly as without it.",
 							&queen_fusion_min_frames,
 							0, 0, 1000000,
