@@ -656,9 +656,13 @@ queen_handle_metrics(QueenHttpRequest *req)
 	appendStringInfo(&buf, "queen_http_connections_open{listener=\"%d\"} " UINT64_FORMAT "\n",
 					 queen_listener_index, stats.open);
 	queen_metric(&buf, "queen_http_rejected_total", "counter",
-				 "Requests refused by the HTTP layer (malformed, too large).");
+				 "Requests refused by the HTTP layer (malformed, too large, too slow).");
 	appendStringInfo(&buf, "queen_http_rejected_total{listener=\"%d\"} " UINT64_FORMAT "\n",
 					 queen_listener_index, stats.rejected);
+	queen_metric(&buf, "queen_http_connections_refused_total", "counter",
+				 "Connections answered 503 at once: over queen.http_max_connections or out of descriptors.");
+	appendStringInfo(&buf, "queen_http_connections_refused_total{listener=\"%d\"} " UINT64_FORMAT "\n",
+					 queen_listener_index, stats.refused);
 	queen_metric(&buf, "queen_http_requests_waiting", "gauge",
 				 "Requests waiting for the shards' verdicts on this listener.");
 	appendStringInfo(&buf, "queen_http_requests_waiting{listener=\"%d\"} %ld\n",
@@ -758,14 +762,15 @@ queen_listener_handle(QueenHttpRequest *req, void *arg)
 	else if (strcmp(path, "/health") == 0)
 	{
 		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
-			queen_method_not_allowed(req, "GET");
+			queen_method_not_allowed(req, "GET, HEAD");
 		else
 			queen_handle_control(req, QUEEN_CONTROL_HEALTH, "", 0);
 	}
 	else if (strcmp(path, "/metrics/prometheus") == 0)
 	{
-		if (req->method != HTTP_GET)
-			queen_method_not_allowed(req, "GET");
+		/* HEAD answers as GET; http.c leaves the body out */
+		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
+			queen_method_not_allowed(req, "GET, HEAD");
 		else
 			queen_handle_metrics(req);
 	}
@@ -959,7 +964,9 @@ queen_listener_config(QueenHttpConfig *cfg)
 	cfg->reuse_port = true;
 	cfg->max_body_bytes = (size_t) queen_max_body_bytes;
 	cfg->idle_timeout_ms = queen_http_idle_timeout_ms;
-	cfg->max_connections = 10000;
+	cfg->header_timeout_ms = queen_http_header_timeout_ms;
+	cfg->body_timeout_ms = queen_http_body_timeout_ms;
+	cfg->max_connections = queen_http_max_connections;
 }
 
 /* Bind the port, retrying while it is taken (a previous listener may still be closing). */
@@ -987,10 +994,17 @@ queen_listener_bind(void)
 		ResetLatch(MyLatch);
 		queen_worker_poll_signals();
 	}
-	ereport(LOG,
-			(errmsg("queen listener %d: listening on %s:%d",
-					queen_listener_index, queen_http_listen_address,
-					queen_http_bound_port(queen_http))));
+	{
+		QueenHttpStats stats;
+
+		queen_http_stats(queen_http, &stats);
+		ereport(LOG,
+				(errmsg("queen listener %d: listening on %s:%d",
+						queen_listener_index, queen_http_listen_address,
+						queen_http_bound_port(queen_http)),
+				 errdetail("Up to " UINT64_FORMAT " connections; open-file limit " UINT64_FORMAT ".",
+						   stats.max_open, stats.fd_limit)));
+	}
 }
 
 void
