@@ -63,6 +63,7 @@ extern int	queen_http_idle_timeout_ms;
 extern int	queen_http_header_timeout_ms;
 extern int	queen_http_body_timeout_ms;
 extern int	queen_http_max_connections;
+extern int	queen_max_push_items;
 extern int	queen_push_permits_min;
 extern int	queen_push_permits_initial;
 extern int	queen_push_permits_max;

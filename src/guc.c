@@ -51,6 +51,7 @@ int			queen_http_idle_timeout_ms = 60000;
 int			queen_http_header_timeout_ms = 10000;
 int			queen_http_body_timeout_ms = 60000;
 int			queen_http_max_connections = 10000;
+int			queen_max_push_items = 10000;
 int			queen_push_permits_min = 2;
 int			queen_push_permits_initial = 8;
 int			queen_push_permits_max = 8;
@@ -292,6 +293,15 @@ queen_define_gucs(void)
 							"The listener raises its open-file limit to fit them; a lower hard limit lowers it.",
 							&queen_http_max_connections,
 							10000, 1, 1000000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.max_push_items",
+							"Most items in one HTTP push; a body with more gets 413.",
+							"It bounds the listener's memory per request, which grows with the items.",
+							&queen_max_push_items,
+							10000, 1, 10000000,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);

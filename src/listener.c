@@ -289,6 +289,7 @@ queen_handle_push(QueenHttpRequest *req)
 	uint64		id;
 	QueenPending *p;
 	MemoryContext old;
+	bool		too_many;
 
 	if (queen_listener_closing)
 	{
@@ -296,14 +297,26 @@ queen_handle_push(QueenHttpRequest *req)
 		return;
 	}
 
+	/*
+	 * What a request costs here grows with its items (their ids, groups,
+	 * frames and results: about 1 kB each beyond the payloads), so their
+	 * number is capped: with the body, its frames and their copies in the
+	 * rings, a push stays within about four times its body plus 1 kB per
+	 * item (docs/HTTP.md).
+	 */
 	old = MemoryContextSwitchTo(req->mcxt);
 	r = palloc0(sizeof(QueenPushRequest));
-	problem = queen_parse_push_body(req->body, req->body_len, &r->items, &r->nitems);
+	problem = queen_parse_push_body(req->body, req->body_len, queen_max_push_items,
+									&r->items, &r->nitems, &too_many);
 	if (problem != NULL)
 	{
 		MemoryContextSwitchTo(old);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.push_rejected, 1);
-		queen_respond_error(req, 400, psprintf("bad body: %s", problem));
+		if (too_many)
+			queen_respond_error(req, 413,
+								psprintf("bad body: %s (queen.max_push_items)", problem));
+		else
+			queen_respond_error(req, 400, psprintf("bad body: %s", problem));
 		return;
 	}
 	pg_atomic_fetch_add_u64(&queen_broker->metrics.push_requests, 1);
@@ -370,6 +383,15 @@ queen_handle_push(QueenHttpRequest *req)
 		}
 
 		msg = queen_message_new();
+		/* one allocation of the right size, not a doubling that leaves half unused */
+		{
+			Size		need = 64 + first->queue_len + first->partition_len;
+
+			for (k = 0; k < g->nitems; k++)
+				need += 64 + strlen(r->txns[g->items[k]]) + r->items[g->items[k]].payload_len;
+			if (need < MaxAllocSize)
+				enlargeStringInfo(msg, (int) need);
+		}
 		queen_msg_put_u8(msg, QUEEN_MSG_PUSH);
 		queen_msg_put_u64(msg, id);
 		queen_msg_put_u32(msg, (uint32) i);
