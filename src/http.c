@@ -550,7 +550,10 @@ queen_http_conn_close(QueenHttpConn *conn)
 		MemoryContextDelete(conn->mcxt);
 }
 
-/* Drop the request being parsed (not one that is with the handler). */
+/*
+ * Drop the request being parsed (not one that is with the handler).  Its
+ * deadline goes with it: what remains is an answer to drain.
+ */
 static void
 queen_http_drop_partial(QueenHttpConn *conn)
 {
@@ -559,6 +562,8 @@ queen_http_drop_partial(QueenHttpConn *conn)
 		MemoryContextDelete(conn->req->pub.mcxt);
 		conn->req = NULL;
 	}
+	if (conn->timer == QUEEN_HTTP_TIMER_HEADER || conn->timer == QUEEN_HTTP_TIMER_BODY)
+		queen_http_timer_set(conn, QUEEN_HTTP_TIMER_IDLE);
 }
 
 /*
@@ -671,9 +676,6 @@ queen_http_error(QueenHttpConn *conn, int status, const char *msg)
 	if (status >= 400 && status < 500)
 		conn->srv->stats.rejected++;
 	conn->close_after = true;
-	/* no request is being received any more: the answer must drain */
-	if (conn->timer == QUEEN_HTTP_TIMER_HEADER || conn->timer == QUEEN_HTTP_TIMER_BODY)
-		queen_http_timer_set(conn, QUEEN_HTTP_TIMER_IDLE);
 	if (!queen_http_queue(conn, status, "application/json", body, n, NULL,
 						  false, false))
 		queen_http_conn_close(conn);
