@@ -272,7 +272,10 @@ EXCEPT TABLE others_before;
 -- a queue that does not exist (any more) succeeds and says so
 SELECT queen.delete_queue_v1('cf.doomed') AS deleted_again;
 SELECT queen.delete_queue_v1('cf.never-existed') AS missing;
-SELECT queen.delete_queue_v1('') AS empty_name;
+-- a name no push could have created is refused as push refuses it
+SELECT qtest.expect_error($$SELECT queen.delete_queue_v1('')$$) AS empty_name;
+SELECT qtest.expect_error($$SELECT queen.delete_queue_v1(E'a\x01b')$$) AS control_character;
+SELECT qtest.expect_error($$SELECT queen.delete_queue_v1(repeat('x', 600))$$) AS too_long;
 SELECT qtest.expect_error($$SELECT queen.delete_queue_v1(NULL)$$) AS null_name;
 -- the name is free again: a push recreates it from scratch, with offset 0,
 -- the column defaults and no memory of old transactionIds

@@ -35,6 +35,7 @@
 #include "queen.h"
 
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "common/jsonapi.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -1088,6 +1089,20 @@ queen_cfg_echo(StringInfo out, const char *queue, const QueenCfgResult *res)
 	appendStringInfoString(out, "}}");
 }
 
+/*
+ * The broker's shards keep serving while the extension is dropped and
+ * created again, so a control request can find its tables gone: that is
+ * 503, as for a push, not the 500 of the statement that would fail.
+ */
+static bool
+queen_cfg_extension_missing(StringInfo out)
+{
+	if (OidIsValid(get_extension_oid("queen", true)))
+		return false;
+	appendStringInfoString(out, "{\"error\":\"extension queen is not installed in the broker's database\"}");
+	return true;
+}
+
 static void
 queen_cfg_error_body(StringInfo out, const QueenCfgError *err)
 {
@@ -1132,6 +1147,8 @@ queen_configure_queue(const pg_uuid_t *tenant, const char *body, size_t len,
 	QueenCfgError err;
 	int			status;
 
+	if (queen_cfg_extension_missing(out))
+		return 503;
 	status = queen_configure_internal(tenant, body, len, out, &err);
 	if (status != 200)
 		queen_cfg_error_body(out, &err);
@@ -1146,10 +1163,11 @@ queen_configure_queue(const pg_uuid_t *tenant, const char *body, size_t len,
 /*
  * DELETE /api/v1/resources/queues/:queue, in the caller's transaction:
  * the queue row, its partitions, segments and log_txns rows.  A queue that
- * does not exist succeeds with "deleted": false (Queen's handler turns its
- * procedure's "existed": false into that, keeping 200 because SDKs delete
- * before they create).  400 only for a name that is not UTF-8, which no
- * JSON reply could carry.  Raises only when the database fails.
+ * does not exist succeeds too, "deleted": true with "existed": false, as
+ * Queen answers (its clients delete before they create, and check
+ * "deleted").  400 only for a name that is not UTF-8, which no JSON reply
+ * could carry; 503 when the extension is not installed (the broker runs
+ * on).  Raises only when the database fails.
  */
 int
 queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
@@ -1165,6 +1183,8 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
 		queen_cfg_error_body(out, &err);
 		return 400;
 	}
+	if (queen_cfg_extension_missing(out))
+		return 503;
 
 	/* offsets this transaction deferred reach their rows before the rows go */
 	queen_alloc_flush();
@@ -1203,12 +1223,9 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
 
 	SPI_finish();
 
-	appendStringInfo(out, "{\"deleted\":%s,\"queue\":", existed ? "true" : "false");
+	appendStringInfoString(out, "{\"deleted\":true,\"queue\":");
 	escape_json(out, queue);
-	appendStringInfo(out, ",\"existed\":%s", existed ? "true" : "false");
-	if (!existed)
-		appendStringInfoString(out, ",\"message\":\"Queue not found, nothing was deleted\"");
-	appendStringInfoChar(out, '}');
+	appendStringInfo(out, ",\"existed\":%s}", existed ? "true" : "false");
 	return 200;
 }
 
@@ -1272,6 +1289,8 @@ queen_delete_queue_v1(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("queue name must not be NULL")));
 	queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	/* the names a push accepts, and the same errors (22023) for the others */
+	queen_check_queue_name(queue, strlen(queue));
 	tenant = queen_cfg_tenant_arg(fcinfo, 1);
 
 	initStringInfo(&out);

@@ -48,6 +48,10 @@ int			queen_fusion_min_frames = 0;
 int			queen_fusion_frames = 500;
 int			queen_max_body_bytes = 64 * 1024 * 1024;
 int			queen_http_idle_timeout_ms = 60000;
+int			queen_http_header_timeout_ms = 10000;
+int			queen_http_body_timeout_ms = 60000;
+int			queen_http_max_connections = 10000;
+int			queen_max_push_items = 10000;
 int			queen_push_permits_min = 2;
 int			queen_push_permits_initial = 8;
 int			queen_push_permits_max = 8;
@@ -258,12 +262,48 @@ queen_define_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen.http_idle_timeout",
-							"Close HTTP connections idle (or stalled mid-request) for this long.",
+							"Close HTTP connections idle between requests for this long.",
 							NULL,
 							&queen_http_idle_timeout_ms,
 							60000, 100, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.http_header_timeout",
+							"Answer 408 and close when a request's header is not complete this long after its first byte.",
+							"Bytes arriving do not extend it; 0 = no limit.",
+							&queen_http_header_timeout_ms,
+							10000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.http_body_timeout",
+							"Answer 408 and close when a request's body is not complete this long after its header.",
+							"Bytes arriving do not extend it; 0 = no limit.",
+							&queen_http_body_timeout_ms,
+							60000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.http_max_connections",
+							"Open HTTP connections per listener; a client over it gets 503.",
+							"The listener raises its open-file limit to fit them; a lower hard limit lowers it.",
+							&queen_http_max_connections,
+							10000, 1, 1000000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.max_push_items",
+							"Most items in one HTTP push; a body with more gets 413.",
+							"It bounds the listener's memory per request, which grows with the items.",
+							&queen_max_push_items,
+							10000, 1, 10000000,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen.push_permits_min",

@@ -43,6 +43,8 @@
  */
 #include "postgres.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -50,6 +52,7 @@
 #include <linux/sockios.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,6 +87,8 @@
 #define QUEEN_HTTP_BACKLOG			1024
 /* length of the body of the 503 sent over max_connections */
 #define QUEEN_HTTP_BUSY_LEN			37
+/* Descriptors kept free beyond the connections (logs, the spool, a spare). */
+#define QUEEN_HTTP_FD_RESERVE		64
 
 /* What an epoll event's data.ptr points at: both structs start with it. */
 typedef enum QueenHttpKind
@@ -96,7 +101,9 @@ typedef enum QueenHttpTimer
 {
 	QUEEN_HTTP_TIMER_NONE,
 	QUEEN_HTTP_TIMER_IDLE,
-	QUEEN_HTTP_TIMER_LINGER
+	QUEEN_HTTP_TIMER_LINGER,
+	QUEEN_HTTP_TIMER_HEADER,	/* a request began; its header is not complete */
+	QUEEN_HTTP_TIMER_BODY		/* its header is complete, its body is not */
 } QueenHttpTimer;
 
 /* Which header callback came last: fields and values arrive in pieces. */
@@ -154,9 +161,9 @@ typedef struct QueenHttpConn
 	int			fd;
 	uint32		events;			/* interest registered with epoll */
 	dlist_node	all_node;		/* srv->conns; srv->dead once closed */
-	dlist_node	timer_node;		/* srv->idle or srv->linger */
+	dlist_node	timer_node;		/* the list of its timer */
 	QueenHttpTimer timer;
-	int64		timer_base;		/* last activity, or when lingering began */
+	int64		timer_base;		/* last activity, or when the timer was set */
 	int			outq_seen;		/* kernel send queue at the last idle check */
 	dlist_node	ready_node;		/* srv->ready */
 	bool		ready;
@@ -185,7 +192,12 @@ struct QueenHttpServer
 	void	   *arg;
 	size_t		max_body;
 	int64		idle_timeout_us;	/* 0: none */
-	int			max_connections;
+	int64		header_timeout_us;	/* 0: none */
+	int64		body_timeout_us;	/* 0: none */
+	int			max_connections;	/* what the open-file limit allows */
+	int			fd_base;		/* descriptors held before any connection */
+	int			spare_fd;		/* given up to refuse a client at EMFILE */
+	uint64		fd_limit;		/* soft RLIMIT_NOFILE after raising it */
 	bool		stopping;
 	bool		in_poll;
 	bool		accept_paused;
@@ -196,6 +208,8 @@ struct QueenHttpServer
 	dlist_head	dead;
 	dlist_head	idle;			/* oldest activity first */
 	dlist_head	linger;			/* oldest first */
+	dlist_head	header;			/* oldest request start first */
+	dlist_head	body;			/* oldest header end first */
 	dlist_head	ready;
 	int			nopen;
 	int			inflight;		/* dispatched, not yet answered */
@@ -223,6 +237,7 @@ static const http_parser_settings queen_http_settings = {
 
 static void queen_http_conn_close(QueenHttpConn *conn);
 static void queen_http_flush(QueenHttpConn *conn);
+static int	queen_http_count_fds(void);
 
 /* ----------------------------------------------------------------
  *		Small helpers
@@ -339,7 +354,14 @@ queen_http_addr_name(const struct sockaddr *sa, socklen_t salen,
 }
 
 /* ----------------------------------------------------------------
- *		Timers: two lists kept in deadline order by appending at the tail
+ *		Timers: one list per kind, kept in deadline order by appending at
+ *		the tail (every entry of a list has the same duration)
+ *
+ * A connection between requests is on the idle list, whose clock restarts
+ * with every byte.  Once a request's first byte is parsed it moves to the
+ * header list, and once its header is complete to the body list: those
+ * clocks never restart, so a client that trickles a byte at a time cannot
+ * hold a connection (and its descriptor) longer than the two deadlines.
  * ----------------------------------------------------------------
  */
 
@@ -353,6 +375,24 @@ queen_http_linger_us(QueenHttpServer *srv)
 	return linger;
 }
 
+static dlist_head *
+queen_http_timer_list(QueenHttpServer *srv, QueenHttpTimer which)
+{
+	switch (which)
+	{
+		case QUEEN_HTTP_TIMER_IDLE:
+			return &srv->idle;
+		case QUEEN_HTTP_TIMER_LINGER:
+			return &srv->linger;
+		case QUEEN_HTTP_TIMER_HEADER:
+			return &srv->header;
+		case QUEEN_HTTP_TIMER_BODY:
+			return &srv->body;
+		default:
+			return NULL;
+	}
+}
+
 static void
 queen_http_timer_set(QueenHttpConn *conn, QueenHttpTimer which)
 {
@@ -364,8 +404,7 @@ queen_http_timer_set(QueenHttpConn *conn, QueenHttpTimer which)
 	if (which == QUEEN_HTTP_TIMER_NONE)
 		return;
 	conn->timer_base = queen_http_now();
-	dlist_push_tail(which == QUEEN_HTTP_TIMER_IDLE ? &srv->idle : &srv->linger,
-					&conn->timer_node);
+	dlist_push_tail(queen_http_timer_list(srv, which), &conn->timer_node);
 }
 
 /* Progress on an idle-timed connection restarts its clock. */
@@ -511,7 +550,10 @@ queen_http_conn_close(QueenHttpConn *conn)
 		MemoryContextDelete(conn->mcxt);
 }
 
-/* Drop the request being parsed (not one that is with the handler). */
+/*
+ * Drop the request being parsed (not one that is with the handler).  Its
+ * deadline goes with it: what remains is an answer to drain.
+ */
 static void
 queen_http_drop_partial(QueenHttpConn *conn)
 {
@@ -520,6 +562,8 @@ queen_http_drop_partial(QueenHttpConn *conn)
 		MemoryContextDelete(conn->req->pub.mcxt);
 		conn->req = NULL;
 	}
+	if (conn->timer == QUEEN_HTTP_TIMER_HEADER || conn->timer == QUEEN_HTTP_TIMER_BODY)
+		queen_http_timer_set(conn, QUEEN_HTTP_TIMER_IDLE);
 }
 
 /*
@@ -649,10 +693,22 @@ queen_http_flush(QueenHttpConn *conn)
 
 	if (conn->dead)
 		return;
-	/* the client finished sending and everything it sent is answered */
+	/*
+	 * The client finished sending and everything it sent is parsed: a
+	 * request it began and did not finish is answered (our side of the
+	 * connection is still open), the rest is answered already.
+	 */
 	if (conn->read_eof && !conn->close_after && !conn->dispatched &&
 		queen_http_buf_pending(&conn->in) == 0)
-		conn->close_after = true;
+	{
+		if (conn->req != NULL)
+			queen_http_error(conn, 400,
+							 conn->timer == QUEEN_HTTP_TIMER_BODY ?
+							 "the connection was closed before the request body was complete" :
+							 "the connection was closed before the request header was complete");
+		else
+			conn->close_after = true;
+	}
 
 	while (queen_http_buf_pending(&conn->out) > 0)
 	{
@@ -736,6 +792,7 @@ queen_http_on_message_begin(http_parser *p)
 	req->srv = conn->srv;
 	req->conn = conn;
 	conn->req = req;
+	queen_http_timer_set(conn, QUEEN_HTTP_TIMER_HEADER);
 	return 0;
 }
 
@@ -877,6 +934,45 @@ queen_http_split_url(QueenHttpReq *req)
 	return true;
 }
 
+/*
+ * RFC 9112 6.1: a request with a transfer coding we do not know is 501.
+ * Only "chunked" is known; http_parser would take "gzip, chunked" as
+ * chunked and hand us the still-compressed bytes as the body.
+ */
+static const char *
+queen_http_unknown_coding(QueenHttpReq *req, char *buf, size_t buflen)
+{
+	int			i;
+
+	for (i = 0; i < req->nheaders; i++)
+	{
+		const char *v;
+
+		if (pg_strcasecmp(req->hdrs.data + req->headers[i].name,
+						  "Transfer-Encoding") != 0)
+			continue;
+		v = req->hdrs.data + req->headers[i].value;
+		while (*v != '\0')
+		{
+			size_t		len;
+
+			v += strspn(v, " \t,");
+			len = strcspn(v, ",");
+			while (len > 0 && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+				len--;
+			if (len > 0 && !(len == 7 && pg_strncasecmp(v, "chunked", 7) == 0))
+			{
+				snprintf(buf, buflen, "transfer coding \"%.*s\" is not implemented",
+						 (int) Min(len, 40), v);
+				return buf;
+			}
+			v += len;
+			v += strcspn(v, ",");
+		}
+	}
+	return NULL;
+}
+
 static int
 queen_http_on_headers_complete(http_parser *p)
 {
@@ -885,9 +981,20 @@ queen_http_on_headers_complete(http_parser *p)
 	QueenHttpReq *req = conn->req;
 	bool		has_length = (p->flags & F_CONTENTLENGTH) != 0;
 	bool		has_body;
+	char		coding[96];
 
 	if (!queen_http_end_headers(req) || !queen_http_split_url(req))
 		return queen_http_oom(conn);
+
+	/* the parser takes any digit.digit; we speak 1.0 and 1.1 only */
+	if (p->http_major != 1 || p->http_minor > 1)
+	{
+		snprintf(coding, sizeof(coding), "HTTP/%d.%d is not supported (HTTP/1.0 and HTTP/1.1 are)",
+				 p->http_major, p->http_minor);
+		return queen_http_reject(conn, 505, coding);
+	}
+	if (queen_http_unknown_coding(req, coding, sizeof(coding)) != NULL)
+		return queen_http_reject(conn, 501, coding);
 
 	if (has_length && p->content_length > srv->max_body)
 	{
@@ -898,6 +1005,8 @@ queen_http_on_headers_complete(http_parser *p)
 		return queen_http_reject(conn, 413, msg);
 	}
 	has_body = (p->flags & F_CHUNKED) || (has_length && p->content_length > 0);
+	if (has_body)
+		queen_http_timer_set(conn, QUEEN_HTTP_TIMER_BODY);
 	/* one allocation for a body of announced size */
 	if (has_length && p->content_length > 0 &&
 		!queen_http_buf_reserve(req->pub.mcxt, &req->body,
@@ -991,6 +1100,14 @@ queen_http_parse_error(QueenHttpConn *conn, enum http_errno err)
 		queen_http_error(conn, conn->reject_status, conn->reject_msg);
 	else if (err == HPE_HEADER_OVERFLOW)
 		queen_http_error(conn, 431, http_errno_description(err));
+	else if (err == HPE_INVALID_TRANSFER_ENCODING)
+		queen_http_error(conn, 501, "a transfer coding other than chunked is not implemented");
+	else if (err == HPE_INVALID_CHUNK_SIZE ||
+			 (err == HPE_INVALID_CONTENT_LENGTH && (conn->parser.flags & F_CHUNKED)))
+	{
+		/* the parser reports a chunk size that overflows as a content-length error */
+		queen_http_error(conn, 400, "invalid chunk size in the chunked request body");
+	}
 	else
 		queen_http_error(conn, 400, http_errno_description(err));
 }
@@ -1191,6 +1308,21 @@ queen_http_pause_accept(QueenHttpServer *srv, int err)
 	queen_http_set_listen_events(srv, 0);
 }
 
+/* At most one line per QUEEN_HTTP_LOG_EVERY_MS, however many are refused. */
+static void
+queen_http_log_refusal(QueenHttpServer *srv, int err)
+{
+	int64		now = queen_http_now();
+
+	if (now - srv->accept_logged_at < (int64) QUEEN_HTTP_LOG_EVERY_MS * 1000)
+		return;
+	ereport(LOG,
+			(errmsg("queen http: out of file descriptors (%s) with %d connections open; new clients get 503",
+					strerror(err), srv->nopen),
+			 errhint("Raise the hard open-file limit (ulimit -Hn) of the server, or lower queen.http_max_connections.")));
+	srv->accept_logged_at = now;
+}
+
 static void
 queen_http_maybe_resume_accept(QueenHttpServer *srv)
 {
@@ -1231,6 +1363,35 @@ queen_http_accept(QueenHttpServer *srv, QueenHttpListener *l)
 			if (err == EINTR || err == ECONNABORTED || err == EPROTO ||
 				err == EPERM)
 				continue;
+
+			/*
+			 * Out of descriptors: give up the spare one to take the client
+			 * off the backlog and tell it 503, instead of leaving it hanging
+			 * there until a connection closes.
+			 */
+			if ((err == EMFILE || err == ENFILE) && srv->spare_fd >= 0)
+			{
+				int			again;
+
+				close(srv->spare_fd);
+				fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+				again = errno;
+				if (fd >= 0)
+				{
+					(void) send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+					close(fd);
+					srv->stats.refused++;
+				}
+				/* after closing the client's, or the spare's slot is its */
+				srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+				if (fd >= 0)
+				{
+					queen_http_log_refusal(srv, err);
+					continue;
+				}
+				if (again == EAGAIN || again == EWOULDBLOCK)
+					return;
+			}
 			queen_http_pause_accept(srv, err);
 			return;
 		}
@@ -1437,8 +1598,10 @@ queen_http_create(const QueenHttpConfig *cfg, QueenHttpHandler handler,
 	dlist_init(&srv->dead);
 	dlist_init(&srv->idle);
 	dlist_init(&srv->linger);
+	dlist_init(&srv->header);
+	dlist_init(&srv->body);
 	dlist_init(&srv->ready);
-	queen_http_reconfigure(srv, cfg);
+	srv->spare_fd = -1;
 	srv->scratch = MemoryContextAlloc(cxt, QUEEN_HTTP_SCRATCH);
 
 	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -1457,6 +1620,9 @@ queen_http_create(const QueenHttpConfig *cfg, QueenHttpHandler handler,
 		MemoryContextDelete(cxt);
 		return NULL;
 	}
+	srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	srv->fd_base = queen_http_count_fds();
+	queen_http_reconfigure(srv, cfg);
 	return srv;
 }
 
@@ -1473,14 +1639,89 @@ queen_http_bound_port(QueenHttpServer *srv)
 	return srv->port;
 }
 
+/* Descriptors this process holds now. */
+static int
+queen_http_count_fds(void)
+{
+	DIR		   *dir = opendir("/proc/self/fd");
+	struct dirent *de;
+	int			n = 0;
+
+	if (dir == NULL)
+		return 64;				/* a guess; the reserve covers it */
+	while ((de = readdir(dir)) != NULL)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return n;
+}
+
+/*
+ * Every connection is a descriptor, and the soft open-file limit a worker
+ * inherits is often 1024, far below the connections allowed: accept() then
+ * fails with EMFILE while the clients in the backlog wait for nothing.
+ * Raise the soft limit towards the hard one, to fit the connections, what
+ * the process held before any of them and a reserve; if the hard limit is
+ * lower, allow only the connections that fit, so that a client over them
+ * is answered 503 by the check in queen_http_accept().  (The spare
+ * descriptor covers what is left: a limit lowered from outside.)
+ */
+static void
+queen_http_fit_fd_limit(QueenHttpServer *srv, int wanted)
+{
+	struct rlimit rl;
+	uint64		need = (uint64) wanted + srv->fd_base + QUEEN_HTTP_FD_RESERVE;
+	uint64		cur;
+
+	srv->max_connections = wanted;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur == RLIM_INFINITY)
+	{
+		srv->fd_limit = PG_UINT64_MAX;
+		return;
+	}
+	cur = rl.rlim_cur;
+	if (cur < need)
+	{
+		struct rlimit raised = rl;
+
+		raised.rlim_cur = (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need) ?
+			need : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+			cur = raised.rlim_cur;
+		else
+			ereport(LOG,
+					(errmsg("queen http: could not raise the open-file limit from %lu to %lu: %m",
+							(unsigned long) rl.rlim_cur, (unsigned long) raised.rlim_cur)));
+	}
+	srv->fd_limit = cur;
+	if (cur < need)
+	{
+		uint64		fit = cur > (uint64) srv->fd_base + QUEEN_HTTP_FD_RESERVE ?
+			cur - srv->fd_base - QUEEN_HTTP_FD_RESERVE : 1;
+
+		srv->max_connections = (int) Min(fit, (uint64) wanted);
+		ereport(LOG,
+				(errmsg("queen http: the open-file limit (%lu, hard %lu) allows %d connections, fewer than the %d configured",
+						(unsigned long) cur, (unsigned long) rl.rlim_max,
+						srv->max_connections, wanted),
+				 errhint("Raise the hard open-file limit (ulimit -Hn) of the server, or lower queen.http_max_connections.")));
+	}
+}
+
 void
 queen_http_reconfigure(QueenHttpServer *srv, const QueenHttpConfig *cfg)
 {
 	srv->max_body = cfg->max_body_bytes;
 	srv->idle_timeout_us = cfg->idle_timeout_ms > 0 ?
 		(int64) cfg->idle_timeout_ms * 1000 : 0;
-	srv->max_connections = cfg->max_connections > 0 ?
-		cfg->max_connections : INT_MAX;
+	srv->header_timeout_us = cfg->header_timeout_ms > 0 ?
+		(int64) cfg->header_timeout_ms * 1000 : 0;
+	srv->body_timeout_us = cfg->body_timeout_ms > 0 ?
+		(int64) cfg->body_timeout_ms * 1000 : 0;
+	queen_http_fit_fd_limit(srv, cfg->max_connections > 0 ?
+							Min(cfg->max_connections, INT_MAX / 2) : INT_MAX / 2);
 }
 
 /*
@@ -1533,6 +1774,33 @@ queen_http_sweep(QueenHttpServer *srv)
 		if (conn->timer_base + linger > now)
 			break;
 		queen_http_conn_close(conn);
+	}
+	/* queen_http_error() takes each off its list, so these loops end */
+	while (srv->header_timeout_us > 0 && !dlist_is_empty(&srv->header))
+	{
+		QueenHttpConn *conn = dlist_head_element(QueenHttpConn, timer_node,
+												 &srv->header);
+		char		msg[96];
+
+		if (conn->timer_base + srv->header_timeout_us > now)
+			break;
+		snprintf(msg, sizeof(msg), "the request header was not complete within %d ms",
+				 (int) (srv->header_timeout_us / 1000));
+		queen_http_error(conn, 408, msg);
+		queen_http_flush(conn);
+	}
+	while (srv->body_timeout_us > 0 && !dlist_is_empty(&srv->body))
+	{
+		QueenHttpConn *conn = dlist_head_element(QueenHttpConn, timer_node,
+												 &srv->body);
+		char		msg[96];
+
+		if (conn->timer_base + srv->body_timeout_us > now)
+			break;
+		snprintf(msg, sizeof(msg), "the request body was not complete within %d ms",
+				 (int) (srv->body_timeout_us / 1000));
+		queen_http_error(conn, 408, msg);
+		queen_http_flush(conn);
 	}
 }
 
@@ -1626,6 +1894,24 @@ queen_http_next_timeout_ms(QueenHttpServer *srv)
 		int64		d = dlist_head_element(QueenHttpConn, timer_node,
 										   &srv->linger)->timer_base +
 			queen_http_linger_us(srv);
+
+		if (deadline < 0 || d < deadline)
+			deadline = d;
+	}
+	if (srv->header_timeout_us > 0 && !dlist_is_empty(&srv->header))
+	{
+		int64		d = dlist_head_element(QueenHttpConn, timer_node,
+										   &srv->header)->timer_base +
+			srv->header_timeout_us;
+
+		if (deadline < 0 || d < deadline)
+			deadline = d;
+	}
+	if (srv->body_timeout_us > 0 && !dlist_is_empty(&srv->body))
+	{
+		int64		d = dlist_head_element(QueenHttpConn, timer_node,
+										   &srv->body)->timer_base +
+			srv->body_timeout_us;
 
 		if (deadline < 0 || d < deadline)
 			deadline = d;
@@ -1760,6 +2046,8 @@ queen_http_destroy(QueenHttpServer *srv)
 		close(conn->fd);
 	}
 	close(srv->epfd);
+	if (srv->spare_fd >= 0)
+		close(srv->spare_fd);
 	/* connections, requests (orphans too) and buffers are all beneath */
 	MemoryContextDelete(srv->mcxt);
 }
@@ -1769,4 +2057,6 @@ queen_http_stats(QueenHttpServer *srv, QueenHttpStats *out)
 {
 	*out = srv->stats;
 	out->open = srv->nopen;
+	out->max_open = srv->max_connections;
+	out->fd_limit = srv->fd_limit;
 }

@@ -58,7 +58,13 @@ typedef struct QueenHttpConfig
 	bool		reuse_port;		/* SO_REUSEPORT: workers share the port */
 	size_t		max_body_bytes; /* larger bodies get 413 and a close */
 	int			idle_timeout_ms;	/* <= 0: never time out */
-	int			max_connections;	/* beyond this: 503 and close */
+	int			header_timeout_ms;	/* a request's header must be complete
+									 * this long after its first byte, or
+									 * 408; <= 0: no limit */
+	int			body_timeout_ms;	/* and its body this long after the
+									 * header; <= 0: no limit */
+	int			max_connections;	/* beyond this: 503 and close (fewer
+									 * if the open-file limit is lower) */
 } QueenHttpConfig;
 
 typedef struct QueenHttpStats
@@ -67,7 +73,10 @@ typedef struct QueenHttpStats
 	uint64		open;			/* connections open now */
 	uint64		requests;		/* requests handed to the handler, ever */
 	uint64		rejected;		/* 4xx answered by this layer (bad input) */
-	uint64		refused;		/* connections refused over max_connections */
+	uint64		refused;		/* connections answered 503: over
+								 * max_connections or out of descriptors */
+	uint64		max_open;		/* connections allowed now */
+	uint64		fd_limit;		/* soft open-file limit after raising it */
 } QueenHttpStats;
 
 extern QueenHttpServer *queen_http_create(const QueenHttpConfig *cfg,

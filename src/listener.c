@@ -289,6 +289,7 @@ queen_handle_push(QueenHttpRequest *req)
 	uint64		id;
 	QueenPending *p;
 	MemoryContext old;
+	bool		too_many;
 
 	if (queen_listener_closing)
 	{
@@ -296,14 +297,26 @@ queen_handle_push(QueenHttpRequest *req)
 		return;
 	}
 
+	/*
+	 * What a request costs here grows with its items (their ids, groups,
+	 * frames and results: about 1 kB each beyond the payloads), so their
+	 * number is capped: with the body, its frames and their copies in the
+	 * rings, a push stays within about four times its body plus 1 kB per
+	 * item (docs/HTTP.md).
+	 */
 	old = MemoryContextSwitchTo(req->mcxt);
 	r = palloc0(sizeof(QueenPushRequest));
-	problem = queen_parse_push_body(req->body, req->body_len, &r->items, &r->nitems);
+	problem = queen_parse_push_body(req->body, req->body_len, queen_max_push_items,
+									&r->items, &r->nitems, &too_many);
 	if (problem != NULL)
 	{
 		MemoryContextSwitchTo(old);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.push_rejected, 1);
-		queen_respond_error(req, 400, psprintf("bad body: %s", problem));
+		if (too_many)
+			queen_respond_error(req, 413,
+								psprintf("bad body: %s (queen.max_push_items)", problem));
+		else
+			queen_respond_error(req, 400, psprintf("bad body: %s", problem));
 		return;
 	}
 	pg_atomic_fetch_add_u64(&queen_broker->metrics.push_requests, 1);
@@ -370,6 +383,15 @@ queen_handle_push(QueenHttpRequest *req)
 		}
 
 		msg = queen_message_new();
+		/* one allocation of the right size, not a doubling that leaves half unused */
+		{
+			Size		need = 64 + first->queue_len + first->partition_len;
+
+			for (k = 0; k < g->nitems; k++)
+				need += 64 + strlen(r->txns[g->items[k]]) + r->items[g->items[k]].payload_len;
+			if (need < MaxAllocSize)
+				enlargeStringInfo(msg, (int) need);
+		}
 		queen_msg_put_u8(msg, QUEEN_MSG_PUSH);
 		queen_msg_put_u64(msg, id);
 		queen_msg_put_u32(msg, (uint32) i);
@@ -656,9 +678,13 @@ queen_handle_metrics(QueenHttpRequest *req)
 	appendStringInfo(&buf, "queen_http_connections_open{listener=\"%d\"} " UINT64_FORMAT "\n",
 					 queen_listener_index, stats.open);
 	queen_metric(&buf, "queen_http_rejected_total", "counter",
-				 "Requests refused by the HTTP layer (malformed, too large).");
+				 "Requests refused by the HTTP layer (malformed, too large, too slow).");
 	appendStringInfo(&buf, "queen_http_rejected_total{listener=\"%d\"} " UINT64_FORMAT "\n",
 					 queen_listener_index, stats.rejected);
+	queen_metric(&buf, "queen_http_connections_refused_total", "counter",
+				 "Connections answered 503 at once: over queen.http_max_connections or out of descriptors.");
+	appendStringInfo(&buf, "queen_http_connections_refused_total{listener=\"%d\"} " UINT64_FORMAT "\n",
+					 queen_listener_index, stats.refused);
 	queen_metric(&buf, "queen_http_requests_waiting", "gauge",
 				 "Requests waiting for the shards' verdicts on this listener.");
 	appendStringInfo(&buf, "queen_http_requests_waiting{listener=\"%d\"} %ld\n",
@@ -758,14 +784,15 @@ queen_listener_handle(QueenHttpRequest *req, void *arg)
 	else if (strcmp(path, "/health") == 0)
 	{
 		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
-			queen_method_not_allowed(req, "GET");
+			queen_method_not_allowed(req, "GET, HEAD");
 		else
 			queen_handle_control(req, QUEEN_CONTROL_HEALTH, "", 0);
 	}
 	else if (strcmp(path, "/metrics/prometheus") == 0)
 	{
-		if (req->method != HTTP_GET)
-			queen_method_not_allowed(req, "GET");
+		/* HEAD answers as GET; http.c leaves the body out */
+		if (req->method != HTTP_GET && req->method != HTTP_HEAD)
+			queen_method_not_allowed(req, "GET, HEAD");
 		else
 			queen_handle_metrics(req);
 	}
@@ -959,7 +986,9 @@ queen_listener_config(QueenHttpConfig *cfg)
 	cfg->reuse_port = true;
 	cfg->max_body_bytes = (size_t) queen_max_body_bytes;
 	cfg->idle_timeout_ms = queen_http_idle_timeout_ms;
-	cfg->max_connections = 10000;
+	cfg->header_timeout_ms = queen_http_header_timeout_ms;
+	cfg->body_timeout_ms = queen_http_body_timeout_ms;
+	cfg->max_connections = queen_http_max_connections;
 }
 
 /* Bind the port, retrying while it is taken (a previous listener may still be closing). */
@@ -987,10 +1016,17 @@ queen_listener_bind(void)
 		ResetLatch(MyLatch);
 		queen_worker_poll_signals();
 	}
-	ereport(LOG,
-			(errmsg("queen listener %d: listening on %s:%d",
-					queen_listener_index, queen_http_listen_address,
-					queen_http_bound_port(queen_http))));
+	{
+		QueenHttpStats stats;
+
+		queen_http_stats(queen_http, &stats);
+		ereport(LOG,
+				(errmsg("queen listener %d: listening on %s:%d",
+						queen_listener_index, queen_http_listen_address,
+						queen_http_bound_port(queen_http)),
+				 errdetail("Up to " UINT64_FORMAT " connections; open-file limit " UINT64_FORMAT ".",
+						   stats.max_open, stats.fd_limit)));
+	}
 }
 
 void

@@ -92,6 +92,8 @@ typedef struct QueenPushState
 	QueenHttpItem *items;
 	int			nitems;
 	int			maxitems;
+	int			limit;			/* most items accepted; 0 = no limit */
+	bool		too_many;		/* the body has more than limit */
 	char	   *default_partition;	/* shared by every item without one */
 } QueenPushState;
 
@@ -213,6 +215,13 @@ queen_push_item_end(QueenPushState *st)
 		!queen_push_name_ok(st, "transactionId", &st->txn, QUEEN_MAX_TXN_BYTES))
 		return;
 
+	if (st->limit > 0 && st->nitems == st->limit)
+	{
+		st->too_many = true;
+		queen_push_fail(st, psprintf("more than %d items in one request; send them in several",
+									 st->limit));
+		return;
+	}
 	if (st->nitems == st->maxitems)
 	{
 		/* doubling keeps appends O(1) amortized; never ask palloc for more than it gives */
@@ -489,11 +498,13 @@ queen_push_json_error(JsonParseErrorType result, JsonLexContext *lex)
  * at least one element long) and *nitems, or returns a message for a 400
  * and sets nothing.  Strings in the items are read-only: items without a
  * partition share one "Default", and payloads point into body, which must
- * outlive them.
+ * outlive them.  With max_items > 0, a body with more items is refused
+ * with *too_many set (a 413): the list stops growing at max_items, so what
+ * a request costs its caller per item is bounded however small its items.
  */
 const char *
-queen_parse_push_body(const char *body, size_t len, QueenHttpItem **items,
-					  int *nitems)
+queen_parse_push_body(const char *body, size_t len, int max_items,
+					  QueenHttpItem **items, int *nitems, bool *too_many)
 {
 	QueenPushState st;
 	JsonSemAction sem;
@@ -501,6 +512,7 @@ queen_parse_push_body(const char *body, size_t len, QueenHttpItem **items,
 	JsonParseErrorType result;
 	char	   *error = NULL;
 
+	*too_many = false;
 	/* the lexer counts in int; palloc'd buffers never exceed this anyway */
 	if (len > MaxAllocSize)
 		return psprintf("body is too large (%zu bytes, the limit is %zu)",
@@ -519,6 +531,7 @@ queen_parse_push_body(const char *body, size_t len, QueenHttpItem **items,
 
 	memset(&st, 0, sizeof(st));
 	memset(&sem, 0, sizeof(sem));
+	st.limit = max_items;
 	/* need_escapes: names arrive de-escaped, and \u0000 is refused */
 	lex = makeJsonLexContextCstringLen(unconstify(char *, body), (int) len,
 									   PG_UTF8, true);
@@ -539,7 +552,10 @@ queen_parse_push_body(const char *body, size_t len, QueenHttpItem **items,
 	else if (!st.top_is_object)
 		error = pstrdup("body must be a JSON object");
 	else if (st.error != NULL)
+	{
 		error = st.error;
+		*too_many = st.too_many;
+	}
 	else if (!st.saw_items)
 		error = pstrdup("missing items");
 
@@ -644,12 +660,13 @@ queen_parse_push_body_sql(PG_FUNCTION_ARGS)
 	text	   *body = PG_GETARG_TEXT_PP(0);
 	QueenHttpItem *items;
 	int			nitems;
+	bool		too_many;
 	const char *error;
 	StringInfoData out;
 	int			i;
 
 	error = queen_parse_push_body(VARDATA_ANY(body), VARSIZE_ANY_EXHDR(body),
-								  &items, &nitems);
+								  0, &items, &nitems, &too_many);
 	initStringInfo(&out);
 	if (error != NULL)
 		appendStringInfo(&out, "error: %s", error);

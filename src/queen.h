@@ -359,7 +359,8 @@ typedef struct QueenHttpItem
 } QueenHttpItem;
 
 extern const char *queen_parse_push_body(const char *body, size_t len,
-										 QueenHttpItem **items, int *nitems);
+										 int max_items, QueenHttpItem **items,
+										 int *nitems, bool *too_many);
 extern bool queen_parse_enabled_body(const char *body, size_t len, bool *enabled);
 
 /* ----------------------------------------------------------------

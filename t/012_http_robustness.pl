@@ -1,7 +1,10 @@
 # Hostile and unlucky clients: malformed HTTP gets a 4xx or a closed
 # connection and never crashes a worker; keep-alive and pipelining answer
 # in order; a stalled client does not hold up others; bodies over the limit
-# get 413.  Then the extension is dropped and created again under a live
+# get 413; the framing's status codes (issue 14, finding 11): a request cut
+# short is 400, a transfer coding other than chunked 501, an HTTP version
+# other than 1.0/1.1 505, an overflowing chunk size a chunk error, and HEAD
+# answers as GET without the body.  Then the extension is dropped and created again under a live
 # broker, and a killed shard comes back while the listener keeps serving.
 use strict;
 use warnings;
@@ -14,7 +17,8 @@ use QueenHTTP;
 
 my ($node, $port) = start_broker(
 	name => 'robust',
-	extra => "queen.max_body_bytes = 65536\nqueen.http_idle_timeout = 10000\n");
+	extra => "queen.max_body_bytes = 65536\nqueen.http_idle_timeout = 10000\n"
+	  . "queen.http_body_timeout = 10000\n");
 
 my $push = '{"items":[{"queue":"r","payload":1}]}';
 my $len = length $push;
@@ -63,6 +67,60 @@ raw_exchange($port,
 	"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"items\":[",
 	abort => 1);
 
+# ---- status codes of the framing (issue 14, finding 11) --------------------------
+# a client that stops sending mid-body but still reads is told why
+$out = raw_exchange($port,
+	"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"items\":[",
+	half_close => 1, timeout => 10);
+like($out, qr{^HTTP/1\.1 400 .*closed before the request body was complete}s,
+	'a body cut short by the client is 400, not dropped silently');
+$out = raw_exchange($port, "POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Le",
+	half_close => 1, timeout => 10);
+like($out, qr{^HTTP/1\.1 400 .*closed before the request header was complete}s,
+	'a header cut short by the client is 400');
+
+# transfer codings other than chunked are not implemented
+for my $te ('gzip, chunked', 'gzip', 'chunked, gzip', 'identity')
+{
+	$out = raw_exchange($port,
+		"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: $te\r\n\r\n"
+		  . sprintf("%x\r\n%s\r\n0\r\n\r\n", $len, $push),
+		timeout => 10);
+	like($out, qr{^HTTP/1\.1 501 }, "Transfer-Encoding: $te is 501");
+}
+is(scalar(() = raw_exchange($port, $chunked, timeout => 10) =~ /^HTTP\/1\.1 201/g), 1,
+	'Transfer-Encoding: chunked still works');
+
+# only HTTP/1.0 and HTTP/1.1
+for my $v ('9.9', '2.0', '1.2', '0.9')
+{
+	$out = raw_exchange($port, "GET /status HTTP/$v\r\nHost: x\r\n\r\n", timeout => 10);
+	like($out, qr{^HTTP/1\.1 505 }, "HTTP/$v is 505");
+}
+
+# a chunk size that overflows is a chunk error
+$out = raw_exchange($port,
+	"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	  . "FFFFFFFFFFFFFFFFFFFF\r\nabc\r\n0\r\n\r\n",
+	timeout => 10);
+like($out, qr{^HTTP/1\.1 400 .*chunk size}s, 'an overflowing chunk size is 400 naming the chunk size');
+unlike((split /\r\n\r\n/, $out, 2)[1] // '', qr{content.length}i,
+	'and says nothing of a content length');
+
+# HEAD answers as GET, without the body
+for my $path ('/health', '/metrics/prometheus')
+{
+	my $get = raw_exchange($port, "GET $path HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+		timeout => 10);
+	my $head = raw_exchange($port, "HEAD $path HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+		timeout => 10);
+	like($head, qr{^HTTP/1\.1 200 }, "HEAD $path is 200");
+	like($head, qr{\r\n\r\n\z}, "HEAD $path has no body");
+	my ($ct_get) = $get =~ /^(Content-Type: [^\r]*)/mi;
+	my ($ct_head) = $head =~ /^(Content-Type: [^\r]*)/mi;
+	is($ct_head, $ct_get, "HEAD $path has GET's content type");
+}
+
 # too large, announced and chunked
 my $big = '{"items":[{"queue":"r","payload":"' . ('x' x 70_000) . '"}]}';
 my ($status) = http_request($port, 'POST', '/api/v1/push', $big);
@@ -79,7 +137,7 @@ my $stalled = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $port)
   or die "connect: $!";
 print $stalled "POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"it";
 # A broker that served no one while a client stalls would answer the other
-# push only after the idle timeout closed the stalled connection, so that
+# push only after the body deadline closed the stalled connection, so that
 # connection must still be open (nothing to read) once the push is
 # answered: a check of order, not of speed, with 10 s of room.
 ok(healthy_push(), 'another client is served while one stalls mid-body');
@@ -87,17 +145,20 @@ my $rin = '';
 vec($rin, fileno($stalled), 1) = 1;
 is(select(my $rout = $rin, undef, undef, 0), 0,
 	'without waiting for the stalled one: it is still open');
-# the idle timeout (10 s here) closes the stalled connection
+# the body deadline (10 s here) answers the stalled connection 408
+my $stalled_got = '';
 ok( wait_for(
 		sub {
 			my $rin = '';
 			vec($rin, fileno($stalled), 1) = 1;
 			return 0 unless select(my $rout = $rin, undef, undef, 0.1);
 			my $n = sysread($stalled, my $buf, 4096);
+			$stalled_got .= $buf if $n;
 			return defined $n && ($n == 0 || $buf =~ /^HTTP/);
 		},
-		30),
-	'the stalled connection is closed after queen.http_idle_timeout');
+		60),
+	'the stalled connection is answered after queen.http_body_timeout');
+like($stalled_got, qr{^HTTP/1\.1 408 .*request body was not complete}s, 'with 408');
 close $stalled;
 
 is_deeply([ log_crashes($node) ], [], 'no worker crashed on bad input');

@@ -101,11 +101,35 @@ is($node->safe_psql('later', "SELECT count(*) FROM queen.read('kept')"), '1',
 	'other queues are untouched');
 ($status, $res) = http_json($port, 'DELETE', '/api/v1/resources/queues/never.there');
 is($status, 200, 'deleting a queue that does not exist succeeds');
+# Queen's clients (its deleteQueue test) require deleted: true here
+is($res->{deleted}, JSON::PP::true, 'with deleted: true, as Queen answers');
 is($res->{existed}, JSON::PP::false, 'and says it did not exist');
+is($res->{queue}, 'never.there', 'naming the queue');
 ($status) = http_request($port, 'DELETE', '/api/v1/resources/queues/a%01b');
 is($status, 400, 'a control character in the queue name is 400');
 (undef, $res) = push_items($port, { queue => 'gone.q', partition => 'p1', payload => 'again' });
 is($res->[0]{status}, 'queued', 'a deleted queue is created again by the next push');
+
+# ---- after DROP EXTENSION: 503, as a push is answered ------------------------------
+$node->safe_psql('later', 'DROP EXTENSION queen');
+($status, $res) = http_json($port, 'POST', '/api/v1/configure',
+	{ queue => 'cfg.dropped', options => { leaseTime => 30 } });
+is($status, 503, 'configure after DROP EXTENSION is 503');
+like($res->{error}, qr/extension queen is not installed|CREATE EXTENSION queen/,
+	'and says the extension is missing');
+($status, $res) = http_json($port, 'DELETE', '/api/v1/resources/queues/gone.q');
+is($status, 503, 'delete after DROP EXTENSION is 503');
+like($res->{error}, qr/extension queen is not installed|CREATE EXTENSION queen/,
+	'and says the extension is missing');
+$node->safe_psql('later', 'CREATE EXTENSION queen');
+ok( wait_for(
+		sub {
+			my ($s) = http_json($port, 'POST', '/api/v1/configure',
+				{ queue => 'cfg.back', options => { leaseTime => 30 } });
+			return $s == 200;
+		},
+		60),
+	'configure answers 200 again after CREATE EXTENSION');
 
 is_deeply([ log_crashes($node) ], [], 'no worker crashed');
 $node->stop;
