@@ -37,6 +37,18 @@ SELECT pg_temp.push(1, queen.hash_blob('{a}'),
 SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.frames('{a}', '{1e1000000}'));
 SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.frames('{a}', '{"[1e131073]"}'));
 SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.frames('{a}', '{"{\"x\": 1e-16384}"}'));
+-- a zstd frame of RLE blocks: 48 kB that inflate to 1.5 GB of one byte.
+-- Frames are checked as they come out, so it is refused at the first one
+-- (bytes 0x00: a frame of length 0; bytes 0x20: a frame of 0x20202020
+-- bytes, over 500 MB, whose hash cannot match) without inflating it all.
+CREATE FUNCTION pg_temp.rle_bomb(byte text) RETURNS bytea LANGUAGE sql AS $$
+	SELECT decode('28b52ffd0038' || repeat('020010' || byte, 12287) || '030010' || byte, 'hex')
+$$;
+SELECT octet_length(pg_temp.rle_bomb('00')) AS bomb_bytes;
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.rle_bomb('00'));
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), pg_temp.rle_bomb('20'));
+-- and a frame that runs past the end of the blob
+SELECT pg_temp.push(1, queen.hash_blob('{a}'), substr(pg_temp.frames('{a}', '{1}'), 1, 8) || '\x00');
 -- none of it was written
 SELECT count(*) AS us_segments FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
   JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'us.q';

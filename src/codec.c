@@ -227,15 +227,10 @@ queen_compress(const char *data, size_t len, int level)
  * still decodes.  Returns NULL on success or a description of the damage.
  * Output is bounded by StringInfo's 1 GB limit, which raises an ERROR.
  */
-const char *
-queen_decompress(const char *data, size_t len, StringInfo out)
+/* The process's decompression context, ready for a new stream. */
+static void
+queen_decompress_begin(void)
 {
-	ZSTD_inBuffer in = {data, len, 0};
-	unsigned long long hint;
-
-	if (len == 0)
-		return "empty segment blob";
-
 	if (queen_dctx == NULL)
 	{
 		queen_dctx = ZSTD_createDCtx();
@@ -246,6 +241,18 @@ queen_decompress(const char *data, size_t len, StringInfo out)
 	}
 	else
 		ZSTD_DCtx_reset(queen_dctx, ZSTD_reset_session_only);
+}
+
+const char *
+queen_decompress(const char *data, size_t len, StringInfo out)
+{
+	ZSTD_inBuffer in = {data, len, 0};
+	unsigned long long hint;
+
+	if (len == 0)
+		return "empty segment blob";
+
+	queen_decompress_begin();
 
 	/*
 	 * A content size in the header lets the common case decode in one pass;
@@ -320,6 +327,36 @@ queen_txn_hash(const char *txn, size_t len, uint8 *out)
 	memcpy(out, canon.digest, QUEEN_HASH_LEN);
 }
 
+/* One frame of a caller's segment against its hash and the doors' rules. */
+static const char *
+queen_frame_problem(const QueenFrame *frame, int k, const uint8 *hashes, int *sqlstate)
+{
+	uint8		hash[QUEEN_HASH_LEN];
+	const char *bad;
+
+	bad = queen_name_problem(frame->txn, frame->txn_len, QUEEN_MAX_TXN_BYTES);
+	if (bad == NULL && !pg_verify_mbstr(PG_UTF8, frame->txn, (int) frame->txn_len, true))
+		bad = "is not valid UTF-8";
+	if (bad != NULL)
+	{
+		*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+		return psprintf("frame %d: transactionId %s", k, bad);
+	}
+	queen_txn_hash(frame->txn, frame->txn_len, hash);
+	if (memcmp(hash, hashes + (Size) k * QUEEN_HASH_LEN, QUEEN_HASH_LEN) != 0)
+	{
+		*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+		return psprintf("hash %d is not the XXH3-128 of frame %d's transactionId", k, k);
+	}
+	bad = queen_json_problem(frame->payload, frame->payload_len);
+	if (bad != NULL)
+	{
+		*sqlstate = ERRCODE_INVALID_TEXT_REPRESENTATION;
+		return psprintf("frame %d: the payload is not JSON jsonb can hold: %s", k, bad);
+	}
+	return NULL;
+}
+
 /*
  * Why a segment supplied by a caller is not one the broker would have
  * built, or NULL: the blob decompresses within QUEEN_SEGMENT_MAX_RAW into
@@ -327,62 +364,117 @@ queen_txn_hash(const char *txn, size_t len, uint8 *out)
  * frame's transactionId is a valid one whose XXH3-128 is the matching
  * entry of hashes, and each payload is JSON jsonb can hold.  *sqlstate is
  * set for the caller's ereport.
+ *
+ * Frames are checked as they come out of the decompressor, keeping only
+ * the one being assembled: a blob that inflates without bound (a few kB
+ * of zstd can claim gigabytes) is refused at its first bad frame, having
+ * cost about one frame of memory.
  */
 const char *
 queen_segment_problem(const char *blob, size_t blob_len, const uint8 *hashes,
 					  int msg_count, int *sqlstate)
 {
-	StringInfoData raw;
-	const char *problem;
-	size_t		pos = 0;
-	int			k;
+	ZSTD_inBuffer in = {blob, blob_len, 0};
+	StringInfoData buf;			/* undecoded output: [start, len) */
+	size_t		start = 0;
+	Size		total = 0;
+	int			k = 0;
+	bool		finished = false;
 
 	*sqlstate = ERRCODE_INVALID_BINARY_REPRESENTATION;
-	initStringInfo(&raw);
-	problem = queen_decompress(blob, blob_len, &raw);
-	if (problem != NULL)
-		return psprintf("the blob does not decompress: %s", problem);
-	for (k = 0; k < msg_count; k++)
+	if (blob_len == 0)
+		return "the blob is empty";
+	queen_decompress_begin();
+	initStringInfo(&buf);
+	for (;;)
 	{
-		QueenFrame	frame;
-		uint8		hash[QUEEN_HASH_LEN];
-		const char *bad;
+		ZSTD_outBuffer o;
+		size_t		ret;
 
-		if (pos >= (size_t) raw.len)
+		/* decode every complete frame the buffer holds */
+		for (;;)
 		{
-			*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
-			return psprintf("msg_count is %d but the blob holds %d frames", msg_count, k);
+			size_t		avail = (size_t) buf.len - start;
+			size_t		pos = start;
+			QueenFrame	frame;
+			const char *problem;
+			uint32		body;
+
+			if (avail < 4)
+				break;
+			body = queen_get_u32(buf.data + start);
+			if (body < QUEEN_FRAME_MIN_BODY)
+				return psprintf("frame %d: frame body shorter than its fixed header", k);
+			if ((Size) body + 4 > QUEEN_SEGMENT_MAX_RAW)
+				return psprintf("frame %d is larger than 1 GB", k);
+			/* a header already wrong needs no body to be refused */
+			if (avail >= 5 &&
+				((uint8) buf.data[start + 4] &
+				 ~(QUEEN_FRAME_TRACE | QUEEN_FRAME_PRODUCER | QUEEN_FRAME_ENCRYPTED)) != 0)
+				return psprintf("frame %d: frame has unknown flag bits", k);
+			if (avail < (size_t) body + 4)
+			{
+				/* make room for the whole frame, then read on */
+				if ((Size) buf.maxlen < (Size) body + 4 + 4096)
+				{
+					memmove(buf.data, buf.data + start, avail);
+					buf.len = (int) avail;
+					start = 0;
+					enlargeStringInfo(&buf, (int) (body + 4 + 4096 - avail));
+				}
+				break;
+			}
+			if (k >= msg_count)
+			{
+				*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+				return psprintf("msg_count is %d but the blob holds more frames", msg_count);
+			}
+			problem = queen_frame_decode(buf.data, buf.len, &pos, &frame);
+			if (problem != NULL)
+				return psprintf("frame %d: %s", k, problem);
+			problem = queen_frame_problem(&frame, k, hashes, sqlstate);
+			if (problem != NULL)
+				return problem;
+			k++;
+			start = pos;
 		}
-		problem = queen_frame_decode(raw.data, raw.len, &pos, &frame);
-		if (problem != NULL)
-			return psprintf("frame %d: %s", k, problem);
-		bad = queen_name_problem(frame.txn, frame.txn_len, QUEEN_MAX_TXN_BYTES);
-		if (bad == NULL && !pg_verify_mbstr(PG_UTF8, frame.txn, (int) frame.txn_len, true))
-			bad = "is not valid UTF-8";
-		if (bad != NULL)
+		if (finished)
+			break;
+
+		/* compact, then decompress some more */
+		if (start > 0)
 		{
-			*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
-			return psprintf("frame %d: transactionId %s", k, bad);
+			memmove(buf.data, buf.data + start, buf.len - start);
+			buf.len -= (int) start;
+			start = 0;
 		}
-		queen_txn_hash(frame.txn, frame.txn_len, hash);
-		if (memcmp(hash, hashes + (Size) k * QUEEN_HASH_LEN, QUEEN_HASH_LEN) != 0)
+		if (buf.maxlen - buf.len < 65536)
+			enlargeStringInfo(&buf, 65536);
+		o.dst = buf.data + buf.len;
+		o.size = (size_t) (buf.maxlen - buf.len - 1);
+		o.pos = 0;
+		ret = ZSTD_decompressStream(queen_dctx, &o, &in);
+		if (ZSTD_isError(ret))
+			return psprintf("the blob does not decompress: %s", ZSTD_getErrorName(ret));
+		buf.len += (int) o.pos;
+		total += o.pos;
+		if (total > QUEEN_SEGMENT_MAX_RAW)
+			return "the blob inflates to more than 1 GB";
+		if (in.pos == in.size && o.pos < o.size)
 		{
-			*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
-			return psprintf("hash %d is not the XXH3-128 of frame %d's transactionId", k, k);
-		}
-		bad = queen_json_problem(frame.payload, frame.payload_len);
-		if (bad != NULL)
-		{
-			*sqlstate = ERRCODE_INVALID_TEXT_REPRESENTATION;
-			return psprintf("frame %d: the payload is not JSON jsonb can hold: %s", k, bad);
+			if (ret != 0)
+				return "the blob does not decompress: compressed data is truncated";
+			finished = true;	/* everything is out: decode what is left */
 		}
 	}
-	if (pos != (size_t) raw.len)
+	if (buf.len - start != 0)
+		return psprintf("frame %d: the blob ends inside it", k);
+	if (k != msg_count)
 	{
 		*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
-		return psprintf("msg_count is %d but the blob holds more frames", msg_count);
+		return psprintf("msg_count is %d but the blob holds %d frames", msg_count, k);
 	}
-	pfree(raw.data);
+	pfree(buf.data);
 	return NULL;
 }
 
