@@ -150,12 +150,17 @@ static void
 queen_worker_detach(int code, Datum arg)
 {
 	QueenWorkerSlot *slot = (QueenWorkerSlot *) DatumGetPointer(arg);
+	int			l;
 
 	(void) code;
 	slot->latch = NULL;
 	slot->pid = 0;
 	pg_atomic_write_u32(&slot->state, QUEEN_WORKER_STOPPED);
 	pg_atomic_fetch_add_u32(&slot->incarnation, 1);
+	/* the listeners settle what a shard had not answered as soon as it is gone */
+	for (l = 0; l < queen_broker->nlisteners; l++)
+		if (&queen_broker->listeners[l] != slot)
+			queen_worker_wake(&queen_broker->listeners[l]);
 }
 
 /*
