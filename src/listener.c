@@ -467,107 +467,138 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 	queen_group_answered(r, g);
 }
 
+/* Spool files a listener writes stay far below the 1 GB allocation limit. */
+#define QUEEN_LISTENER_SPOOL_FLUSH_BYTES	(64 * 1024 * 1024)
+
+/* Does this group of a pending push have an unknown fate (see below)? */
+static bool
+queen_group_unsettled(QueenReqGroup *g, int shard)
+{
+	return !g->answered && (shard < 0 || g->shard == shard);
+}
+
+/*
+ * Write the records of a batch of pending pushes as one spool file, then
+ * settle their unsettled groups: "buffered" if the file is durable,
+ * answered without a verdict (rendered failed) if not.
+ */
+static void
+queen_spool_unknown_flush(StringInfo records, int items, List *batch, int shard)
+{
+	char	   *why = NULL;
+	bool		ok;
+	ListCell   *lc;
+
+	ok = queen_spool_write_file(records, items, QUEEN_MAX_SHARDS + queen_listener_index, &why);
+	if (ok)
+	{
+		pg_atomic_fetch_add_u64(&queen_broker->spool.unknown_fate, items);
+		ereport(LOG,
+				(errmsg("queen listener %d: spooled %d items whose shard ended before answering; they are answered buffered, and the drain drops any that were committed",
+						queen_listener_index, items)));
+	}
+	else
+	{
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.failed, items);
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("queen listener %d: could not spool %d items whose shard ended before answering; they are answered failed, though some may have been committed: %s",
+						queen_listener_index, items, why)));
+	}
+	foreach(lc, batch)
+	{
+		QueenPushRequest *r = ((QueenPending *) lfirst(lc))->push;
+		int			i,
+					k;
+
+		for (i = 0; i < r->ngroups; i++)
+		{
+			QueenReqGroup *g = &r->groups[i];
+
+			if (!queen_group_unsettled(g, shard))
+				continue;
+			for (k = 0; ok && k < g->nitems; k++)
+				r->status[g->items[k]] = QUEEN_VERDICT_BUFFERED;
+			queen_group_answered(r, g);
+		}
+	}
+	resetStringInfo(records);
+}
+
 /*
  * The unanswered groups of these pending pushes (of one shard, or of any
  * with shard < 0) have an unknown fate: their shard ended, or we stop
  * waiting for it, and it may have committed them.  Write their frames to
- * the spool in one durable file and mark their items "buffered"; the
- * drain replays them and drops what is stored already (the dedup probe on
- * the transactionIds).  The groups count as answered either way; if the
- * spool cannot take them they keep no verdict and render failed.
+ * the spool, durably, and mark their items "buffered"; the drain replays
+ * them and drops what is stored already (the dedup probe on the
+ * transactionIds).  The groups count as answered either way; if the spool
+ * cannot take them they keep no verdict and render failed.
  */
 static void
 queen_spool_unknown(List *entries, int shard)
 {
 	StringInfoData records;
 	StringInfoData frames;
+	List	   *batch = NIL;
 	int			items = 0;
-	char	   *why = NULL;
-	bool		ok = true;
 	ListCell   *lc;
-	int			pass;
 
 	initStringInfo(&records);
 	initStringInfo(&frames);
-	/* pass 0 writes the records, pass 1 settles the groups */
-	for (pass = 0; pass < 2; pass++)
+	foreach(lc, entries)
 	{
-		foreach(lc, entries)
-		{
-			QueenPending *p = (QueenPending *) lfirst(lc);
-			QueenPushRequest *r = p->push;
-			int			i,
-						k;
+		QueenPending *p = (QueenPending *) lfirst(lc);
+		QueenPushRequest *r = p->push;
+		int			i,
+					k;
 
-			if (p->kind != QUEEN_PENDING_PUSH)
+		if (p->kind != QUEEN_PENDING_PUSH)
+			continue;
+		for (i = 0; i < r->ngroups; i++)
+		{
+			QueenReqGroup *g = &r->groups[i];
+			const QueenHttpItem *first = &r->items[g->items[0]];
+			QueenSpoolRecord rec;
+
+			if (!queen_group_unsettled(g, shard))
 				continue;
-			for (i = 0; i < r->ngroups; i++)
+			resetStringInfo(&frames);
+			for (k = 0; k < g->nitems; k++)
 			{
-				QueenReqGroup *g = &r->groups[i];
-				const QueenHttpItem *first = &r->items[g->items[0]];
+				int			it = g->items[k];
+				QueenFrame	frame;
 
-				if (g->answered || (shard >= 0 && g->shard != shard))
-					continue;
-				if (pass == 1)
-				{
-					for (k = 0; ok && k < g->nitems; k++)
-						r->status[g->items[k]] = QUEEN_VERDICT_BUFFERED;
-					queen_group_answered(r, g);
-					continue;
-				}
-				resetStringInfo(&frames);
-				for (k = 0; k < g->nitems; k++)
-				{
-					int			it = g->items[k];
-					QueenFrame	frame;
-
-					memset(&frame, 0, sizeof(frame));
-					frame.message_id = r->ids[it];
-					frame.txn = r->txns[it];
-					frame.txn_len = (uint16) strlen(r->txns[it]);
-					frame.payload = r->items[it].payload;
-					frame.payload_len = (uint32) r->items[it].payload_len;
-					queen_frame_append(&frames, &frame);
-				}
-				{
-					QueenSpoolRecord rec;
-
-					rec.tenant = queen_listener_tenant;
-					rec.queue = first->queue;
-					rec.qlen = (uint16) first->queue_len;
-					rec.partition = first->partition;
-					rec.plen = (uint16) first->partition_len;
-					rec.nframes = (uint32) g->nitems;
-					rec.frames = frames.data;
-					rec.frames_len = frames.len;
-					queen_spool_append_record(&records, &rec);
-				}
-				items += g->nitems;
+				memset(&frame, 0, sizeof(frame));
+				frame.message_id = r->ids[it];
+				frame.txn = r->txns[it];
+				frame.txn_len = (uint16) strlen(r->txns[it]);
+				frame.payload = r->items[it].payload;
+				frame.payload_len = (uint32) r->items[it].payload_len;
+				queen_frame_append(&frames, &frame);
 			}
+			rec.tenant = queen_listener_tenant;
+			rec.queue = first->queue;
+			rec.qlen = (uint16) first->queue_len;
+			rec.partition = first->partition;
+			rec.plen = (uint16) first->partition_len;
+			rec.nframes = (uint32) g->nitems;
+			rec.frames = frames.data;
+			rec.frames_len = frames.len;
+			queen_spool_append_record(&records, &rec);
+			items += g->nitems;
 		}
-		if (pass == 0)
+		batch = lappend(batch, p);
+		if (records.len >= QUEEN_LISTENER_SPOOL_FLUSH_BYTES)
 		{
-			if (items == 0)
-				break;
-			ok = queen_spool_write_file(&records, items, QUEEN_MAX_SHARDS + queen_listener_index,
-										&why);
-			if (ok)
-			{
-				pg_atomic_fetch_add_u64(&queen_broker->spool.unknown_fate, items);
-				ereport(LOG,
-						(errmsg("queen listener %d: spooled %d items whose shard ended before answering; they are answered buffered, and the drain drops any that were committed",
-								queen_listener_index, items)));
-			}
-			else
-			{
-				pg_atomic_fetch_add_u64(&queen_broker->metrics.failed, items);
-				ereport(WARNING,
-						(errcode_for_file_access(),
-						 errmsg("queen listener %d: could not spool %d items whose shard ended before answering; they are answered failed, though some may have been committed: %s",
-								queen_listener_index, items, why)));
-			}
+			queen_spool_unknown_flush(&records, items, batch, shard);
+			list_free(batch);
+			batch = NIL;
+			items = 0;
 		}
 	}
+	if (items > 0)
+		queen_spool_unknown_flush(&records, items, batch, shard);
+	list_free(batch);
 	pfree(records.data);
 	pfree(frames.data);
 }

@@ -659,6 +659,9 @@ queen_drain_items(const char *name, int gi, QueenDrainGroup *g)
 		char	   *key = psprintf("%s#g%d#i%d", name, gi, k);
 		char	   *txn;
 
+		/* one transaction per item can take a while: stop for a shutdown */
+		if (ShutdownRequestPending || queen_maintenance_on())
+			return false;
 		/* decoded once already when the record was read */
 		if (queen_frame_decode(g->frames.data, g->frames.len, &pos, &frame) != NULL)
 			elog(ERROR, "queen: spooled frames do not decode");
@@ -787,7 +790,8 @@ queen_drain_file(QueenDrainFile *st, HTAB *blocked)
 		QueenBundleGroup bg;
 
 		gi++;
-		if (queen_drain_blocked(blocked, &g->key))
+		if (queen_drain_blocked(blocked, &g->key) || ShutdownRequestPending ||
+			queen_maintenance_on())
 		{
 			pending = true;
 			continue;
