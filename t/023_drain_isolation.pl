@@ -13,6 +13,8 @@
 #    other partitions, and a later file, are still stored while the lock is
 #    held; the locked items wait (they are not quarantined) and commit once
 #    it is released, exactly once.
+# 3. A file drained in part, then a new maintenance worker: what the old one
+#    committed is not stored again, even with a dedup window of 0.
 use strict;
 use warnings;
 
@@ -165,6 +167,46 @@ is($node->safe_psql('postgres', q{
 	 WHERE q.name = 'slow' AND p.name = 'locked'}),
 	'l0,l1,l2', 'slow/locked holds its items in the order spooled');
 is(gapless($node, 'slow'), '0', 'offsets are gapless');
+
+# ---- 3. parts committed are never replayed, even with a dedup window of 0 ----------
+# A file drained in part keeps its progress in queen.spool_drained, so a new
+# maintenance worker does not store again what the old one committed (with
+# window 0 no probe would catch it).
+my ($cs) = http_json($port, 'POST', '/api/v1/configure',
+	{ queue => 'w0', options => { dedupWindowSeconds => 0 } });
+is($cs, 200, 'queue w0 has dedupWindowSeconds 0');
+($status, $res) = push_items($port, { queue => 'w0', partition => 'locked', payload => 0, transactionId => 'z0' });
+is($res->[0]{status}, 'queued', 'w0/locked exists');
+set_maintenance($port, 1);
+($status, $res) = push_items($port,
+	{ queue => 'w0', partition => 'locked', payload => 1, transactionId => 'z1' },
+	{ queue => 'w0', partition => 'free',   payload => 1, transactionId => 'z2' });
+is_deeply([ map { $_->{status} } @$res ], [ 'buffered', 'buffered' ], 'buffered');
+%answered = map { $_->{transaction_id} => $_->{message_id} } @$res;
+ok(wait_for(sub { scalar(spool_files($spool, qr/\.buf$/)) == 1 }, 30), 'the file is finished');
+$locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN');
+$locker->query_safe(q{
+	SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+	 WHERE q.name = 'w0' AND p.name = 'locked' FOR UPDATE OF p});
+set_maintenance($port, 0);
+ok(wait_for(sub { scalar(stored_ids('w0', 'free', 'z2')) == 1 }, 60), 'the free partition is stored');
+my $mpid = $node->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE application_name = 'queen maintenance'});
+ok($mpid, "the maintenance worker's pid ($mpid)");
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($mpid)");
+ok(wait_for(sub {
+	my $p = $node->safe_psql('postgres',
+		q{SELECT pid FROM pg_stat_activity WHERE application_name = 'queen maintenance'});
+	return $p ne '' && $p ne $mpid; }, 60), 'a new maintenance worker runs');
+$locker->query_safe('COMMIT');
+$locker->quit;
+ok(wait_for(sub { scalar(stored_ids('w0', 'locked', 'z1')) == 1 && !spool_files($spool, qr/\.buf$/) }, 60),
+	'the rest is stored by the new worker and the file is removed');
+is_deeply([ stored_ids('w0', 'free', 'z2') ], [ $answered{z2} ], 'z2 is stored once, not replayed');
+is_deeply([ stored_ids('w0', 'locked', 'z1') ], [ $answered{z1} ], 'z1 is stored once');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM queen.spool_drained WHERE strpos(file, '#') > 0}),
+	'0', 'the parts\' keys are gone with their file');
 is(scalar(log_crashes($node)), 0, 'no worker crashed');
 
 $node->stop;
