@@ -48,6 +48,7 @@
 #include "broker.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -751,5 +752,35 @@ queen_spool_recover(int shard, int nshards)
 	if (touched && !queen_spool_sync_dir(queen_spool_directory, &why))
 		ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
 	list_free_deep(names);
+
+	/*
+	 * A listener's file still ".part" was never acknowledged (it answers
+	 * "buffered" only after the rename): one whose writer is gone holds
+	 * nothing promised, and is removed.
+	 */
+	if (shard < 0)
+	{
+		names = queen_spool_names(".part");
+		foreach(lc, names)
+		{
+			const char *name = (const char *) lfirst(lc);
+			long long	ms;
+			int			owner,
+						pid;
+			unsigned	seq;
+
+			if (sscanf(name, "queen-%13lld-%2d-%d-%6u", &ms, &owner, &pid, &seq) == 4 &&
+				pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+			{
+				char	   *path = queen_spool_path(name);
+
+				if (unlink(path) == 0)
+					ereport(LOG,
+							(errmsg("queen spool: removed \"%s\", left unfinished by a listener that is gone (nothing in it was acknowledged)",
+									path)));
+			}
+		}
+		list_free_deep(names);
+	}
 }
 

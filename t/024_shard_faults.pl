@@ -149,6 +149,19 @@ ok(wait_healthy($port, 60), 'the shard serves again');
 my ($s2, $r2) = push_items($port, { queue => 'half', partition => 'q1', payload => 0, transactionId => 'after' });
 is($r2->[0]{status}, 'queued', 'a later push is queued');
 is(stored_count($node, 'half'), 1, 'nothing of the refused push was stored');
+
+# ---- a listener's unfinished .part file whose writer is gone is removed --------------
+# (it was never acknowledged: a listener answers only after the rename to .buf)
+my $dead = 4000000;
+$dead++ while process_alive($dead);
+my $part = sprintf('%s/queen-%013d-%02d-%d-%06d.part', $spool, 1, 64, $dead, 1);
+open(my $fh, '>:raw', $part) or die "open $part: $!";
+print $fh 'QSPL-torn';
+close $fh;
+my $mpid = $node->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE application_name = 'queen maintenance'});
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($mpid)");
+ok(wait_for(sub { !-e $part }, 60), 'the restarted maintenance worker removes the stale .part file');
 is(scalar(log_crashes($node)), 0, 'no worker crashed or exited with a code other than 0 or 1');
 
 $node->stop;
