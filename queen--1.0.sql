@@ -144,7 +144,9 @@ ALTER TABLE queen.log_txns ALTER COLUMN hashes SET STORAGE EXTERNAL;
 -- Spool files the broker's maintenance worker has committed (src/maintenance.c).
 -- The row is written in the same transaction as the file's items, so a file
 -- whose deletion a crash interrupted is never replayed twice, whatever the
--- queues' dedup windows.  Rows older than a day are removed.
+-- queues' dedup windows.  A file stored part by part has one row per part
+-- ('<file>#g<n>', '<file>#g<n>#i<k>') until it is finished; file rows older
+-- than a day are removed.
 ------------------------------------------------------------------------------
 CREATE TABLE queen.spool_drained (
 	file		text PRIMARY KEY,

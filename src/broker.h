@@ -70,6 +70,7 @@ extern int	queen_push_permits_max;
 extern char *queen_spool_directory;
 extern int	queen_push_statement_timeout_ms;
 extern bool queen_maintenance_mode_setting;
+extern char *queen_test_fault_setting;
 
 /* ----------------------------------------------------------------
  *		Rings (ring.c)
@@ -190,6 +191,7 @@ typedef struct QueenPermitPool
 	pg_atomic_uint32 inflight;
 	pg_atomic_uint32 limit;
 	pg_atomic_uint64 waiting;	/* bitmap of shards waiting for a permit */
+	pg_atomic_uint32 held[QUEEN_MAX_SHARDS];	/* permits each shard holds now */
 
 	slock_t		mutex;			/* protects the controller state below */
 	double		limit_f;
@@ -227,6 +229,10 @@ typedef struct QueenSpoolShared
 	pg_atomic_uint64 files_drained;
 	pg_atomic_uint64 records_damaged;
 	pg_atomic_uint64 statement_timeouts;
+	pg_atomic_uint64 quarantined_items;	/* items in failed/ (gauge, from its files) */
+	pg_atomic_uint64 items_quarantined;	/* items this server set aside (counter) */
+	pg_atomic_uint64 drain_retries;	/* drain units left for later after an error */
+	pg_atomic_uint64 unknown_fate;	/* items a listener spooled after their shard died */
 	pg_atomic_uint32 active_items[QUEEN_MAX_SHARDS];	/* in each shard's open file */
 } QueenSpoolShared;
 
@@ -240,6 +246,7 @@ typedef struct QueenBrokerShared
 	QueenMetrics metrics;
 	QueenPermitPool permits;
 	QueenSpoolShared spool;
+	pg_atomic_uint32 test_fault_fired;	/* queen.test_fault: fired once per value */
 	/* ring offsets from the start of this struct */
 	Size		submit_off[QUEEN_MAX_LISTENERS][QUEEN_MAX_SHARDS];
 	Size		verdict_off[QUEEN_MAX_SHARDS][QUEEN_MAX_LISTENERS];
@@ -255,6 +262,8 @@ extern void queen_worker_connect(QueenWorkerSlot *slot, const char *who);
 extern void queen_worker_poll_signals(void);
 extern void queen_statement_timeout_start(void);
 extern void queen_statement_timeout_stop(bool check);
+extern int	queen_shutdown_grace_ms(bool shard);
+extern bool queen_test_fault(const char *name);
 extern void queen_worker_set_state(QueenWorkerSlot *slot, QueenWorkerState state);
 extern QueenWorkerState queen_worker_state(QueenWorkerSlot *slot);
 extern bool queen_workers_all_in(QueenWorkerSlot *slots, int n, uint32 states);
@@ -341,7 +350,8 @@ extern uint64 queen_msg_get_u64(QueenMsgReader *r);
 extern void queen_permits_init(QueenPermitPool *pool);
 extern bool queen_permit_try_acquire(int shard);
 extern void queen_permit_cancel_wait(int shard);
-extern void queen_permit_release(int nsegments, int64 exec_us, int64 commit_us);
+extern void queen_permit_release(int shard, int nsegments, int64 exec_us, int64 commit_us);
+extern void queen_permits_reclaim(int shard, const char *when);
 extern void queen_permits_reconfigure(void);
 
 /* ----------------------------------------------------------------
@@ -387,6 +397,7 @@ typedef enum QueenSpoolStep
 
 extern void queen_spool_append_record(StringInfo buf, const QueenSpoolRecord *rec);
 extern bool queen_spool_write(StringInfo records, int items, int shard, char **why);
+extern bool queen_spool_write_file(StringInfo records, int items, int owner, char **why);
 extern void queen_spool_finish(int shard);
 extern long queen_spool_idle(int shard, TimestampTz now);
 extern void queen_spool_recover(int shard, int nshards);
@@ -398,7 +409,7 @@ extern bool queen_spool_ensure_dir(const char *dir, char **why);
 extern char *queen_spool_path(const char *name);
 extern List *queen_spool_list(uint64 *items);
 extern uint64 queen_spool_file_items(const char *name);
-extern void queen_spool_failed_stats(uint64 *files, uint64 *bytes);
+extern void queen_spool_failed_stats(uint64 *files, uint64 *bytes, uint64 *items);
 extern bool queen_spool_quarantine(const char *name, const char *data, Size len, char **why);
 
 extern void queen_maintenance_load(void);

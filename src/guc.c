@@ -58,6 +58,7 @@ int			queen_push_permits_max = 8;
 char	   *queen_spool_directory = NULL;
 int			queen_push_statement_timeout_ms = 30000;
 bool		queen_maintenance_mode_setting = false;
+char	   *queen_test_fault_setting = NULL;
 
 /* parsed form of queen.tenant, kept by the assign hook */
 static pg_uuid_t queen_tenant_value;
@@ -359,6 +360,16 @@ queen_define_gucs(void)
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+
+	/* for the TAP tests only (shmem.c, queen_test_fault); not in the sample file */
+	DefineCustomStringVariable("queen.test_fault",
+							   "Test only: a fault the broker injects once (an ERROR at a named point).",
+							   "Empty means none. Used by the TAP tests to reach failure paths that have no honest trigger.",
+							   &queen_test_fault_setting,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
+							   NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("queen");
 }

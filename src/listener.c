@@ -24,9 +24,15 @@
  * answered here; switching the mode writes its small state file, the one
  * synchronous write this loop makes, and only on that admin request.
  *
- * If a shard restarts, whatever it had not answered is lost with it: the
- * listener sees the shard's new incarnation (or its ring's new epoch) and
- * answers those groups failed.
+ * If a shard ends before answering, the fate of what it had taken is
+ * unknown: it may have committed it.  The listener sees the shard's new
+ * incarnation (or its ring's new epoch), writes those groups' frames to the
+ * disk spool itself and answers them "buffered"; the drain's dedup probe
+ * on the transactionIds drops whatever had been committed.  A stopping
+ * listener does the same with what is still unanswered when its wait runs
+ * out.  "failed" is left for items that were neither stored nor spooled.
+ * A push with a group whose shard is not serving is refused whole, 503,
+ * before anything is sent.
  *
  *-------------------------------------------------------------------------
  */
@@ -47,9 +53,6 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
-
-/* How long a stopping listener waits for its outstanding requests. */
-#define QUEEN_LISTENER_SHUTDOWN_GRACE_MS	25000
 
 /* How often the bundle summary is logged. */
 #define QUEEN_SUMMARY_INTERVAL_MS			10000
@@ -362,6 +365,21 @@ queen_handle_push(QueenHttpRequest *req)
 	}
 	MemoryContextSwitchTo(old);
 
+	/* a shard that is not serving (restarting, waiting): nothing is sent */
+	for (i = 0; i < r->ngroups; i++)
+	{
+		const QueenHttpItem *first = &r->items[r->groups[i].items[0]];
+		int			shard = queen_shard_of(&queen_listener_tenant, first->queue, first->queue_len,
+										   first->partition, first->partition_len,
+										   queen_broker->nshards);
+
+		if (!queen_shard_ready(shard))
+		{
+			queen_respond_error(req, 503, queen_shard_unavailable_message(shard));
+			return;
+		}
+	}
+
 	id = queen_register(QUEEN_PENDING_PUSH, req, r);
 	p = (QueenPending *) hash_search(queen_pending, &id, HASH_FIND, NULL);
 
@@ -471,6 +489,142 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 	queen_group_answered(r, g);
 }
 
+/* Spool files a listener writes stay far below the 1 GB allocation limit. */
+#define QUEEN_LISTENER_SPOOL_FLUSH_BYTES	(64 * 1024 * 1024)
+
+/* Does this group of a pending push have an unknown fate (see below)? */
+static bool
+queen_group_unsettled(QueenReqGroup *g, int shard)
+{
+	return !g->answered && (shard < 0 || g->shard == shard);
+}
+
+/*
+ * Write the records of a batch of pending pushes as one spool file, then
+ * settle their unsettled groups: "buffered" if the file is durable,
+ * answered without a verdict (rendered failed) if not.
+ */
+static void
+queen_spool_unknown_flush(StringInfo records, int items, List *batch, int shard)
+{
+	char	   *why = NULL;
+	bool		ok;
+	ListCell   *lc;
+
+	ok = queen_spool_write_file(records, items, QUEEN_MAX_SHARDS + queen_listener_index, &why);
+	if (ok)
+	{
+		pg_atomic_fetch_add_u64(&queen_broker->spool.unknown_fate, items);
+		ereport(LOG,
+				(errmsg("queen listener %d: spooled %d items whose shard ended before answering; they are answered buffered, and the drain drops any that were committed",
+						queen_listener_index, items)));
+	}
+	else
+	{
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.failed, items);
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("queen listener %d: could not spool %d items whose shard ended before answering; they are answered failed, though some may have been committed: %s",
+						queen_listener_index, items, why)));
+	}
+	foreach(lc, batch)
+	{
+		QueenPushRequest *r = ((QueenPending *) lfirst(lc))->push;
+		int			i,
+					k;
+
+		for (i = 0; i < r->ngroups; i++)
+		{
+			QueenReqGroup *g = &r->groups[i];
+
+			if (!queen_group_unsettled(g, shard))
+				continue;
+			for (k = 0; ok && k < g->nitems; k++)
+				r->status[g->items[k]] = QUEEN_VERDICT_BUFFERED;
+			queen_group_answered(r, g);
+		}
+	}
+	resetStringInfo(records);
+}
+
+/*
+ * The unanswered groups of these pending pushes (of one shard, or of any
+ * with shard < 0) have an unknown fate: their shard ended, or we stop
+ * waiting for it, and it may have committed them.  Write their frames to
+ * the spool, durably, and mark their items "buffered"; the drain replays
+ * them and drops what is stored already (the dedup probe on the
+ * transactionIds).  The groups count as answered either way; if the spool
+ * cannot take them they keep no verdict and render failed.
+ */
+static void
+queen_spool_unknown(List *entries, int shard)
+{
+	StringInfoData records;
+	StringInfoData frames;
+	List	   *batch = NIL;
+	int			items = 0;
+	ListCell   *lc;
+
+	initStringInfo(&records);
+	initStringInfo(&frames);
+	foreach(lc, entries)
+	{
+		QueenPending *p = (QueenPending *) lfirst(lc);
+		QueenPushRequest *r = p->push;
+		int			i,
+					k;
+
+		if (p->kind != QUEEN_PENDING_PUSH)
+			continue;
+		for (i = 0; i < r->ngroups; i++)
+		{
+			QueenReqGroup *g = &r->groups[i];
+			const QueenHttpItem *first = &r->items[g->items[0]];
+			QueenSpoolRecord rec;
+
+			if (!queen_group_unsettled(g, shard))
+				continue;
+			resetStringInfo(&frames);
+			for (k = 0; k < g->nitems; k++)
+			{
+				int			it = g->items[k];
+				QueenFrame	frame;
+
+				memset(&frame, 0, sizeof(frame));
+				frame.message_id = r->ids[it];
+				frame.txn = r->txns[it];
+				frame.txn_len = (uint16) strlen(r->txns[it]);
+				frame.payload = r->items[it].payload;
+				frame.payload_len = (uint32) r->items[it].payload_len;
+				queen_frame_append(&frames, &frame);
+			}
+			rec.tenant = queen_listener_tenant;
+			rec.queue = first->queue;
+			rec.qlen = (uint16) first->queue_len;
+			rec.partition = first->partition;
+			rec.plen = (uint16) first->partition_len;
+			rec.nframes = (uint32) g->nitems;
+			rec.frames = frames.data;
+			rec.frames_len = frames.len;
+			queen_spool_append_record(&records, &rec);
+			items += g->nitems;
+		}
+		batch = lappend(batch, p);
+		if (records.len >= QUEEN_LISTENER_SPOOL_FLUSH_BYTES)
+		{
+			queen_spool_unknown_flush(&records, items, batch, shard);
+			list_free(batch);
+			batch = NIL;
+			items = 0;
+		}
+	}
+	if (items > 0)
+		queen_spool_unknown_flush(&records, items, batch, shard);
+	list_free(batch);
+	pfree(records.data);
+	pfree(frames.data);
+}
+
 /*
  * Answer pending entries that will get nothing more from a shard: a push
  * renders what it has (items without a verdict render failed), a control
@@ -493,13 +647,18 @@ queen_answer_abandoned(List *entries, const char *why)
 	list_free(entries);
 }
 
-/* Fail every group (and control request) still waiting on a restarted shard. */
+/*
+ * A shard restarted: spool every push group still waiting on it (their
+ * fate is unknown) and answer control requests it had 503.
+ */
 static void
 queen_fail_shard(int shard)
 {
 	HASH_SEQ_STATUS seq;
 	QueenPending *p;
+	List	   *pushes = NIL;
 	List	   *done = NIL;
+	ListCell   *lc;
 
 	hash_seq_init(&seq, queen_pending);
 	while ((p = (QueenPending *) hash_seq_search(&seq)) != NULL)
@@ -510,17 +669,16 @@ queen_fail_shard(int shard)
 				done = lappend(done, p);
 			continue;
 		}
-		{
-			QueenPushRequest *r = p->push;
-			int			i;
-
-			for (i = 0; i < r->ngroups; i++)
-				if (!r->groups[i].answered && r->groups[i].shard == shard)
-					queen_group_answered(r, &r->groups[i]);
-			if (r->waiting == 0)
-				done = lappend(done, p);
-		}
+		pushes = lappend(pushes, p);
 	}
+	queen_spool_unknown(pushes, shard);
+	foreach(lc, pushes)
+	{
+		p = (QueenPending *) lfirst(lc);
+		if (p->push->waiting == 0)
+			done = lappend(done, p);
+	}
+	list_free(pushes);
 
 	queen_answer_abandoned(done, psprintf("the broker's shard %d restarted before answering", shard));
 }
@@ -959,7 +1117,10 @@ queen_flush_submissions(void)
 	return backlog;
 }
 
-/* Answer everything still outstanding (shutdown grace ran out). */
+/*
+ * Answer everything still outstanding (the shutdown wait ran out): pushes
+ * are spooled (their fate is unknown), control requests get 503.
+ */
 static void
 queen_abandon_pending(void)
 {
@@ -970,6 +1131,7 @@ queen_abandon_pending(void)
 	hash_seq_init(&seq, queen_pending);
 	while ((p = (QueenPending *) hash_seq_search(&seq)) != NULL)
 		all = lappend(all, p);
+	queen_spool_unknown(all, -1);
 	queen_answer_abandoned(all, "the broker is shutting down");
 }
 
@@ -1129,8 +1291,9 @@ queen_listener_main(Datum arg)
 							queen_listener_index, hash_get_num_entries(queen_pending))));
 		}
 
-		queen_check_shards();
+		/* verdicts a shard wrote before it ended first: they need no spooling */
 		queen_drain_verdicts();
+		queen_check_shards();
 		queen_http_poll(queen_http);
 		backlog = queen_flush_submissions();
 		queen_drain_verdicts();
@@ -1166,12 +1329,12 @@ queen_listener_main(Datum arg)
 				}
 				break;
 			}
-			if (TimestampDifferenceExceeds(closing_since, now, QUEEN_LISTENER_SHUTDOWN_GRACE_MS))
+			if (TimestampDifferenceExceeds(closing_since, now, queen_shutdown_grace_ms(false)))
 			{
 				ereport(LOG,
-						(errmsg("queen listener %d: %ld requests still outstanding after %d ms; answering them failed",
+						(errmsg("queen listener %d: %ld requests still outstanding after %d ms; spooling their pushes",
 								queen_listener_index, hash_get_num_entries(queen_pending),
-								QUEEN_LISTENER_SHUTDOWN_GRACE_MS)));
+								queen_shutdown_grace_ms(false))));
 				queen_abandon_pending();
 				queen_http_poll(queen_http);
 				break;

@@ -22,13 +22,24 @@
  * commit: a crash in between leaves a file the next attempt recognises and
  * deletes without replaying, whatever the queues' dedup windows.
  *
- * Errors follow TimescaleDB's job runner: each file's transaction runs in
- * PG_TRY; on error the worker logs, rolls back and retries later with a
- * growing delay.  An error that is not about the database's state (a
- * class outside connection, resources, locks, operator intervention and
- * system errors) five times in a row on the same file moves the file to
- * failed/, where an operator can look at it.  Later files wait for the
- * head one, so a partition's spooled items commit in the order spooled.
+ * Failures.  A file that cannot be committed whole is not retried whole:
+ * the drain stores it part by part, each part in a transaction of its own
+ * with its own key in queen.spool_drained ("<file>#g<group>" for one
+ * partition's items, "<file>#g<group>#i<item>" for one item), so what was
+ * committed is never replayed and a smaller transaction fits where the
+ * whole file did not (a replay longer than queen.push_statement_timeout).
+ * A partition that fails goes item by item.  An item the database refuses
+ * for a reason that will not pass by itself (a constraint, bad data) is
+ * quarantined: kept under failed/ as a one-record spool file, counted, and
+ * logged at WARNING; everything else of the file commits.  A part that
+ * fails for a reason of the moment (a lock, a timeout, the database gone)
+ * stays in the spool; its file is tried again after a growing delay of its
+ * own, and later files go on meanwhile, except for their items of the
+ * partitions it still holds, so a partition's items still commit in the
+ * order spooled.  A file that cannot even be read five times in a row is
+ * moved to failed/ whole.  When every item of a file is settled (stored,
+ * found stored, or quarantined) its parts' keys are replaced by the file's
+ * own and the file is deleted.
  *
  *-------------------------------------------------------------------------
  */
@@ -209,12 +220,13 @@ queen_buffers_json(StringInfo out, int shape)
 	uint64		failed_bytes = pg_atomic_read_u64(&sp->failed_bytes);
 	bool		db = pg_atomic_read_u32(&sp->db_healthy) != 0;
 	bool		healthy = queen_spool_writable();
+	uint64		quarantined = pg_atomic_read_u64(&sp->quarantined_items);
 
 	if (shape == 0)
 	{
 		appendStringInfo(out, "{\"pending\":" UINT64_FORMAT ",\"failed\":" UINT64_FORMAT
-						 ",\"dbHealthy\":%s,\"worker\":0}",
-						 pending, failed, db ? "true" : "false");
+						 ",\"quarantined\":" UINT64_FORMAT ",\"dbHealthy\":%s,\"worker\":0}",
+						 pending, failed, quarantined, db ? "true" : "false");
 		return;
 	}
 	appendStringInfo(out, "{\"maintenanceMode\":%s,", on ? "true" : "false");
@@ -224,10 +236,11 @@ queen_buffers_json(StringInfo out, int shape)
 					 pending, healthy ? "true" : "false");
 	if (shape == 1)
 		appendStringInfo(out, "\"bufferStats\":{\"pendingCount\":" UINT64_FORMAT
-						 ",\"failedCount\":" UINT64_FORMAT ",\"dbHealthy\":%s,"
+						 ",\"failedCount\":" UINT64_FORMAT ",\"quarantinedItems\":" UINT64_FORMAT
+						 ",\"dbHealthy\":%s,"
 						 "\"failedFiles\":{\"count\":" UINT64_FORMAT ",\"totalBytes\":" UINT64_FORMAT
 						 ",\"totalMB\":%.2f,\"failoverCount\":0,\"qos0Count\":0}}}",
-						 pending, failed, db ? "true" : "false", failed, failed_bytes,
+						 pending, failed, quarantined, db ? "true" : "false", failed, failed_bytes,
 						 (double) failed_bytes / (1024.0 * 1024.0));
 	else
 		appendStringInfo(out, "\"message\":\"%s\"}",
@@ -297,15 +310,42 @@ queen_drain_report_damage(const char *name, const char *data, List *damage)
 typedef enum QueenDrainResult
 {
 	QUEEN_DRAIN_DONE,			/* committed (or found committed) and removed */
-	QUEEN_DRAIN_RETRY			/* left in place; try again later */
+	QUEEN_DRAIN_RETRY			/* left in place, whole or in part; try again later */
 } QueenDrainResult;
+
+/*
+ * What the worker remembers of a file it could not finish: when to try it
+ * again, and which partitions it still holds items of (later files' items
+ * of those partitions wait for them, so a partition's order holds).
+ */
+typedef struct QueenDrainFile
+{
+	char		name[MAXPGPATH];	/* hash key */
+	int			read_failures;	/* reads in a row that failed */
+	TimestampTz retry_at;
+	long		retry_ms;
+	QueenDrainKey *pending;		/* in TopMemoryContext */
+	int			npending;
+	bool		seen;			/* still in the spool at the last survey */
+} QueenDrainFile;
 
 static MemoryContext queen_drain_cxt;	/* one pass of the loop */
 static MemoryContext queen_file_cxt;	/* one file: its bytes and groups */
-static char *queen_drain_head = NULL;	/* the file failing, and how often */
-static int	queen_drain_attempts = 0;
+static HTAB *queen_drain_files = NULL;	/* QueenDrainFile by name */
 
-/* Errors that say the database cannot take the file now, not that it never will. */
+/* The outcome of one drain transaction. */
+typedef struct QueenDrainTx
+{
+	bool		ok;
+	bool		already;		/* its key was in queen.spool_drained */
+	bool		has_units;		/* parts of it were committed on their own before */
+	int			sqlerrcode;
+	char	   *message;
+	uint64		queued;
+	uint64		dropped;
+} QueenDrainTx;
+
+/* Errors that say the database cannot take the items now, not that it never will. */
 static bool
 queen_error_transient(int sqlerrcode)
 {
@@ -317,6 +357,24 @@ queen_error_transient(int sqlerrcode)
 		class == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE ||
 		class == ERRCODE_OPERATOR_INTERVENTION ||
 		class == ERRCODE_SYSTEM_ERROR ||
+		sqlerrcode == ERRCODE_UNDEFINED_TABLE || sqlerrcode == ERRCODE_UNDEFINED_FUNCTION;
+}
+
+/*
+ * Errors that say nothing can be stored now, whatever is tried (no point
+ * splitting the file): the database or the extension is not there, or the
+ * server is going away.  A statement timeout or a lock is not one of them:
+ * smaller transactions, or other partitions, may well go through.
+ */
+static bool
+queen_error_database_down(int sqlerrcode)
+{
+	int			class = ERRCODE_TO_CATEGORY(sqlerrcode);
+
+	return class == ERRCODE_CONNECTION_EXCEPTION ||
+		class == ERRCODE_INSUFFICIENT_RESOURCES ||
+		class == ERRCODE_SYSTEM_ERROR ||
+		(class == ERRCODE_OPERATOR_INTERVENTION && sqlerrcode != ERRCODE_QUERY_CANCELED) ||
 		sqlerrcode == ERRCODE_UNDEFINED_TABLE || sqlerrcode == ERRCODE_UNDEFINED_FUNCTION;
 }
 
@@ -358,24 +416,12 @@ queen_drain_quarantine_file(const char *name, const char *why)
 	{
 		(void) queen_spool_sync_dir(queen_spool_directory, &err);
 		(void) queen_spool_sync_dir(dir, &err);
+		pg_atomic_fetch_add_u64(&queen_broker->spool.items_quarantined,
+								queen_spool_file_items(name));
 		ereport(WARNING,
-				(errmsg("queen spool: \"%s\" moved to \"%s\" after %d failed attempts: %s",
+				(errmsg("queen spool: \"%s\" moved to \"%s\" after %d failed attempts to read it: %s",
 						from, to, QUEEN_DRAIN_MAX_ATTEMPTS, why)));
 	}
-}
-
-/* Count a failure on the head file; true if it should be set aside now. */
-static bool
-queen_drain_failed_again(const char *name)
-{
-	if (queen_drain_head == NULL || strcmp(queen_drain_head, name) != 0)
-	{
-		if (queen_drain_head)
-			pfree(queen_drain_head);
-		queen_drain_head = MemoryContextStrdup(TopMemoryContext, name);
-		queen_drain_attempts = 0;
-	}
-	return ++queen_drain_attempts >= QUEEN_DRAIN_MAX_ATTEMPTS;
 }
 
 /*
@@ -439,36 +485,23 @@ queen_drain_parse(const char *data, Size len, int64 *items, List **damage)
 }
 
 /*
- * Drain one finished file.  The caller's memory context is reset after.
+ * One drain transaction.  key is what goes into queen.spool_drained: the
+ * file's name for the whole file, "<name>#g<group>" for one group,
+ * "<name>#g<group>#i<item>" for one item; a key found there was committed
+ * before and is not replayed.  With whole, parts committed on their own
+ * before make it stop (has_units) without doing anything; with finish,
+ * the parts' keys are removed, since the file's own key now stands for
+ * them.  bgs may be empty (n = 0).  With check_parts, parts of the key
+ * committed on their own before ("<key>#...") make it stop without doing
+ * anything (has_units): the caller goes to the parts.
  */
-static QueenDrainResult
-queen_drain_file(const char *name)
+static void
+queen_drain_tx(QueenDrainTx *tx, const char *key, QueenBundleGroup *bgs, int n,
+			   int64 items, bool check_parts, bool finish)
 {
-	char	   *path = queen_spool_path(name);
-	char	   *why = NULL;
-	Size		len = 0;
-	char	   *data;
-	List	   *groups;
-	int64		items;
-	volatile bool ok = false;
-	volatile bool already = false;
-	volatile int sqlerrcode = 0;
-	char	   *message = NULL;
-	uint64		queued = 0,
-				dropped = 0;
-	List	   *damage = NIL;
 	MemoryContext cxt = CurrentMemoryContext;
 
-	data = queen_spool_read_file(path, &len, &why);
-	if (data == NULL)
-	{
-		ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
-		if (queen_drain_failed_again(name))
-			queen_drain_quarantine_file(name, why);
-		return QUEEN_DRAIN_RETRY;
-	}
-	groups = queen_drain_parse(data, len, &items, &damage);
-
+	memset(tx, 0, sizeof(QueenDrainTx));
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PG_TRY();
@@ -476,41 +509,44 @@ queen_drain_file(const char *name)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "queen: drain spool file");
 		queen_statement_timeout_start();
-		/* the record first: a file committed before inserts nothing */
-		already = queen_drain_sql("INSERT INTO queen.spool_drained (file, items) VALUES ($1, $2)"
-								  " ON CONFLICT (file) DO NOTHING",
-								  name, items) == 0;
-		if (!already && groups != NIL)
+		if (check_parts &&
+			queen_drain_sql("SELECT 1 FROM queen.spool_drained WHERE starts_with(file, $1 || '#') LIMIT 1",
+							key, 0) > 0)
+			tx->has_units = true;
+		else
 		{
-			int			ngroups = list_length(groups);
-			QueenBundleGroup *bgs = palloc0(sizeof(QueenBundleGroup) * ngroups);
-			int			i,
-						k;
-
-			for (i = 0; i < ngroups; i++)
+			/* the record first: a key committed before inserts nothing */
+			tx->already = queen_drain_sql("INSERT INTO queen.spool_drained (file, items) VALUES ($1, $2)"
+										  " ON CONFLICT (file) DO NOTHING",
+										  key, items) == 0;
+			if (!tx->already && n > 0)
 			{
-				QueenDrainGroup *g = (QueenDrainGroup *) list_nth(groups, i);
+				int			i,
+							k;
 
-				queen_bundle_group_init(&bgs[i], &g->tenant, g->queue, g->partition,
-										g->frames.data, g->frames.len, g->nframes);
+				queen_bundle_push(bgs, n);
+				for (i = 0; i < n; i++)
+					for (k = 0; k < bgs[i].nframes; k++)
+					{
+						if (bgs[i].frames[k].status == QUEEN_SEGMENT_QUEUED)
+							tx->queued++;
+						else
+							tx->dropped++;
+					}
 			}
-			queen_bundle_push(bgs, ngroups);
-			for (i = 0; i < ngroups; i++)
-				for (k = 0; k < bgs[i].nframes; k++)
-				{
-					if (bgs[i].frames[k].status == QUEEN_SEGMENT_QUEUED)
-						queued++;
-					else
-						dropped++;
-				}
+			if (finish)
+				(void) queen_drain_sql("DELETE FROM queen.spool_drained WHERE starts_with(file, $1 || '#')",
+									   key, 0);
+			/* parts' keys stay while their file does: they are its progress */
+			if ((check_parts || finish) && !tx->already)
+				(void) queen_drain_sql("DELETE FROM queen.spool_drained WHERE drained_at < now() - interval '1 day'"
+									   " AND strpos(file, '#') = 0",
+									   key, 0);
 		}
-		if (!already)
-			(void) queen_drain_sql("DELETE FROM queen.spool_drained WHERE drained_at < now() - interval '1 day'",
-								   name, 0);
 		queen_statement_timeout_stop(true);
 		PopActiveSnapshot();
 		CommitTransactionCommand();
-		ok = true;
+		tx->ok = true;
 	}
 	PG_CATCH();
 	{
@@ -521,53 +557,312 @@ queen_drain_file(const char *name)
 		edata = CopyErrorData();
 		FlushErrorState();
 		AbortCurrentTransaction();
-		sqlerrcode = edata->sqlerrcode;
-		message = pstrdup(edata->message);
+		tx->sqlerrcode = edata->sqlerrcode;
+		tx->message = pstrdup(edata->message);
 		FreeErrorData(edata);
+		tx->queued = tx->dropped = 0;
+		if (tx->sqlerrcode == ERRCODE_QUERY_CANCELED)
+			pg_atomic_fetch_add_u64(&queen_broker->spool.statement_timeouts, 1);
 	}
 	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	pgstat_report_stat(false);
-
-	if (!ok)
+	if (tx->ok)
 	{
-		bool		transient = queen_error_transient(sqlerrcode);
+		pg_atomic_fetch_add_u64(&queen_broker->spool.items_drained, tx->queued);
+		pg_atomic_fetch_add_u64(&queen_broker->spool.items_dropped, tx->dropped);
+	}
+}
 
-		if (sqlerrcode == ERRCODE_QUERY_CANCELED)
-			pg_atomic_fetch_add_u64(&queen_broker->spool.statement_timeouts, 1);
-		pg_atomic_write_u32(&queen_broker->spool.db_healthy, transient ? 0 : 1);
+/* The name of a file without ".buf". */
+static char *
+queen_drain_stem(const char *name)
+{
+	size_t		n = strlen(name);
+
+	return n > 4 ? pnstrdup(name, n - 4) : pstrdup(name);
+}
+
+/*
+ * Set one item the database refuses aside as a one-record spool file under
+ * failed/, loudly.  False if it could not be kept (it then stays in the
+ * spool and is tried again).
+ */
+static bool
+queen_drain_quarantine_item(const char *name, int gi, int k, QueenDrainGroup *g,
+							const char *frame, Size frame_len, const char *txn,
+							int sqlerrcode, const char *message)
+{
+	StringInfoData rec;
+	QueenSpoolRecord r;
+	char	   *kept = psprintf("%s-g%d-i%d-n1.buf", queen_drain_stem(name), gi, k);
+	char	   *why = NULL;
+
+	initStringInfo(&rec);
+	r.tenant = g->tenant;
+	r.queue = g->queue;
+	r.qlen = (uint16) strlen(g->queue);
+	r.partition = g->partition;
+	r.plen = (uint16) strlen(g->partition);
+	r.nframes = 1;
+	r.frames = frame;
+	r.frames_len = frame_len;
+	queen_spool_append_record(&rec, &r);
+	if (!queen_spool_quarantine(kept, rec.data, rec.len, &why))
+	{
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("queen spool: %s: an item of queue \"%s\" partition \"%s\" cannot be stored (SQLSTATE %s: %s) and could not be set aside: %s; it stays in the spool",
+						name, g->queue, g->partition, unpack_sql_state(sqlerrcode), message, why)));
+		return false;
+	}
+	pg_atomic_fetch_add_u64(&queen_broker->spool.items_quarantined, 1);
+	ereport(WARNING,
+			(errmsg("queen spool: QUARANTINED an item answered \"buffered\": queue \"%s\" partition \"%s\" transactionId \"%s\" from \"%s\" cannot be stored (SQLSTATE %s: %s)",
+					g->queue, g->partition, txn, name, unpack_sql_state(sqlerrcode), message),
+			 errdetail("Its bytes are kept as failed/%s, a spool file of one record.", kept),
+			 errhint("Fix the cause, then move the file back into the spool directory to drain it.")));
+	return true;
+}
+
+static bool
+queen_drain_blocked(HTAB *blocked, QueenDrainKey *key)
+{
+	return hash_search(blocked, key, HASH_FIND, NULL) != NULL;
+}
+
+static void
+queen_drain_block(HTAB *blocked, QueenDrainKey *key)
+{
+	(void) hash_search(blocked, key, HASH_ENTER, NULL);
+}
+
+/*
+ * One group, item by item, each in its own transaction.  Items the
+ * database refuses for good are quarantined; an item that fails for a
+ * reason of the moment (a lock, a timeout) stops the group there, since a
+ * partition's items commit in order.  True when every item is settled.
+ */
+static bool
+queen_drain_items(const char *name, int gi, QueenDrainGroup *g)
+{
+	Size		pos = 0;
+	int			k;
+
+	for (k = 0; k < g->nframes; k++)
+	{
+		Size		start = pos;
+		QueenFrame	frame;
+		QueenBundleGroup bg;
+		QueenDrainTx tx;
+		char	   *key = psprintf("%s#g%d#i%d", name, gi, k);
+		char	   *txn;
+
+		/* one transaction per item can take a while: stop for a shutdown */
+		if (ShutdownRequestPending || queen_maintenance_on())
+			return false;
+		/* decoded once already when the record was read */
+		if (queen_frame_decode(g->frames.data, g->frames.len, &pos, &frame) != NULL)
+			elog(ERROR, "queen: spooled frames do not decode");
+		txn = pnstrdup(frame.txn, frame.txn_len);
+		memset(&bg, 0, sizeof(bg));
+		queen_bundle_group_init(&bg, &g->tenant, g->queue, g->partition,
+								g->frames.data + start, pos - start, 1);
+		queen_drain_tx(&tx, key, &bg, 1, 1, false, false);
+		if (tx.ok)
+			continue;
 		ereport(LOG,
-				(errmsg("queen spool: draining \"%s\" failed (SQLSTATE %s): %s; it stays in the spool",
-						name, unpack_sql_state(sqlerrcode), message)));
-		if (!transient && queen_drain_failed_again(name))
-			queen_drain_quarantine_file(name, message);
+				(errmsg("queen spool: %s: item %d of queue \"%s\" partition \"%s\" failed (SQLSTATE %s): %s",
+						name, k, g->queue, g->partition, unpack_sql_state(tx.sqlerrcode), tx.message)));
+		if (queen_error_transient(tx.sqlerrcode))
+			return false;
+		if (!queen_drain_quarantine_item(name, gi, k, g, g->frames.data + start, pos - start,
+										 txn, tx.sqlerrcode, tx.message))
+			return false;
+		/* settled: not tried again (a crash before this quarantines it again, same file) */
+		queen_drain_tx(&tx, key, NULL, 0, 0, false, false);
+		if (!tx.ok)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Drain one finished file.  First whole, in one transaction, which is the
+ * common case.  If that fails, or parts of it were committed before, or an
+ * earlier file still holds items of one of its partitions (blocked), group
+ * by group in transactions of their own, and a group that fails item by
+ * item: what can be stored is, exactly once (each part's key in
+ * queen.spool_drained), what the database refuses is quarantined, and
+ * what fails for a reason of the moment stays for a later attempt with
+ * its partition added to blocked.  The file is removed once every item is
+ * settled.  The caller's memory context is reset after.
+ */
+static QueenDrainResult
+queen_drain_file(QueenDrainFile *st, HTAB *blocked)
+{
+	const char *name = st->name;
+	char	   *path = queen_spool_path(name);
+	char	   *why = NULL;
+	Size		len = 0;
+	char	   *data;
+	List	   *groups;
+	int64		items;
+	List	   *damage = NIL;
+	ListCell   *lc;
+	bool		units = false;
+	bool		pending = false;
+	QueenDrainTx tx;
+	int			gi;
+	uint64		queued = 0,
+				dropped = 0;
+
+	data = queen_spool_read_file(path, &len, &why);
+	if (data == NULL)
+	{
+		ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
+		if (++st->read_failures >= QUEEN_DRAIN_MAX_ATTEMPTS)
+		{
+			queen_drain_quarantine_file(name, why);
+			return QUEEN_DRAIN_DONE;
+		}
+		return QUEEN_DRAIN_RETRY;
+	}
+	st->read_failures = 0;
+	groups = queen_drain_parse(data, len, &items, &damage);
+
+	foreach(lc, groups)
+		if (queen_drain_blocked(blocked, &((QueenDrainGroup *) lfirst(lc))->key))
+			units = true;
+
+	if (!units)
+	{
+		int			ngroups = list_length(groups);
+		QueenBundleGroup *bgs = palloc0(sizeof(QueenBundleGroup) * Max(ngroups, 1));
+
+		gi = 0;
+		foreach(lc, groups)
+		{
+			QueenDrainGroup *g = (QueenDrainGroup *) lfirst(lc);
+
+			queen_bundle_group_init(&bgs[gi++], &g->tenant, g->queue, g->partition,
+									g->frames.data, g->frames.len, g->nframes);
+		}
+		queen_drain_tx(&tx, name, bgs, ngroups, items, true, false);
+		if (tx.ok && !tx.has_units)
+		{
+			pg_atomic_write_u32(&queen_broker->spool.db_healthy, 1);
+			queen_drain_report_damage(name, data, damage);
+			if (tx.already)
+				ereport(LOG,
+						(errmsg("queen spool: \"%s\" was committed before (it is in queen.spool_drained); removed without replaying it",
+								name)));
+			else
+				ereport(LOG,
+						(errmsg("queen spool: drained \"%s\": " UINT64_FORMAT " items committed, " UINT64_FORMAT " already stored (dropped as duplicates)",
+								name, tx.queued, tx.dropped)));
+			goto done;
+		}
+		if (!tx.ok)
+		{
+			ereport(LOG,
+					(errmsg("queen spool: draining \"%s\" in one transaction failed (SQLSTATE %s): %s",
+							name, unpack_sql_state(tx.sqlerrcode), tx.message)));
+			if (queen_error_database_down(tx.sqlerrcode))
+			{
+				pg_atomic_write_u32(&queen_broker->spool.db_healthy, 0);
+				foreach(lc, groups)
+					queen_drain_block(blocked, &((QueenDrainGroup *) lfirst(lc))->key);
+				return QUEEN_DRAIN_RETRY;
+			}
+			ereport(LOG,
+					(errmsg("queen spool: storing \"%s\" partition by partition, in transactions of their own",
+							name)));
+		}
+	}
+
+	/* part by part */
+	gi = -1;
+	foreach(lc, groups)
+	{
+		QueenDrainGroup *g = (QueenDrainGroup *) lfirst(lc);
+		QueenBundleGroup bg;
+
+		gi++;
+		if (queen_drain_blocked(blocked, &g->key) || ShutdownRequestPending ||
+			queen_maintenance_on())
+		{
+			pending = true;
+			continue;
+		}
+		memset(&bg, 0, sizeof(bg));
+		queen_bundle_group_init(&bg, &g->tenant, g->queue, g->partition,
+								g->frames.data, g->frames.len, g->nframes);
+		queen_drain_tx(&tx, psprintf("%s#g%d", name, gi), &bg, 1, g->nframes, true, false);
+		if (tx.ok && tx.has_units)
+		{
+			/* items of it were stored one by one before: go on with them */
+			if (!queen_drain_items(name, gi, g))
+			{
+				pg_atomic_fetch_add_u64(&queen_broker->spool.drain_retries, 1);
+				queen_drain_block(blocked, &g->key);
+				pending = true;
+			}
+			continue;
+		}
+		if (tx.ok)
+		{
+			queued += tx.queued;
+			dropped += tx.dropped;
+			continue;
+		}
+		ereport(LOG,
+				(errmsg("queen spool: %s: queue \"%s\" partition \"%s\" (%d items) failed (SQLSTATE %s): %s",
+						name, g->queue, g->partition, g->nframes,
+						unpack_sql_state(tx.sqlerrcode), tx.message)));
+		if (queen_error_database_down(tx.sqlerrcode) ||
+			(queen_error_transient(tx.sqlerrcode) && tx.sqlerrcode != ERRCODE_QUERY_CANCELED) ||
+			!queen_drain_items(name, gi, g))
+		{
+			pg_atomic_fetch_add_u64(&queen_broker->spool.drain_retries, 1);
+			queen_drain_block(blocked, &g->key);
+			pending = true;
+		}
+	}
+
+	if (pending)
+	{
+		pg_atomic_write_u32(&queen_broker->spool.db_healthy, 0);
+		ereport(LOG,
+				(errmsg("queen spool: \"%s\" is drained in part (" UINT64_FORMAT " items committed now); the rest stays in the spool and is tried again, later files go on meanwhile",
+						name, queued)));
 		return QUEEN_DRAIN_RETRY;
 	}
 
+	/* every item settled: the file's own key stands for its parts now */
+	queen_drain_tx(&tx, name, NULL, 0, items, false, true);
+	if (!tx.ok)
+	{
+		ereport(LOG,
+				(errmsg("queen spool: finishing \"%s\" failed (SQLSTATE %s): %s; it stays in the spool",
+						name, unpack_sql_state(tx.sqlerrcode), tx.message)));
+		return QUEEN_DRAIN_RETRY;
+	}
 	pg_atomic_write_u32(&queen_broker->spool.db_healthy, 1);
 	queen_drain_report_damage(name, data, damage);
-	if (already)
-		ereport(LOG,
-				(errmsg("queen spool: \"%s\" was committed before (it is in queen.spool_drained); removed without replaying it",
-						name)));
-	else
-	{
-		pg_atomic_fetch_add_u64(&queen_broker->spool.items_drained, queued);
-		pg_atomic_fetch_add_u64(&queen_broker->spool.items_dropped, dropped);
-		pg_atomic_fetch_add_u64(&queen_broker->spool.files_drained, 1);
-		ereport(LOG,
-				(errmsg("queen spool: drained \"%s\": " UINT64_FORMAT " items committed, " UINT64_FORMAT " already stored (dropped as duplicates)",
-						name, queued, dropped)));
-	}
+	ereport(LOG,
+			(errmsg("queen spool: drained \"%s\" part by part: " UINT64_FORMAT " items committed now, " UINT64_FORMAT " already stored (dropped as duplicates)",
+					name, queued, dropped)));
+
+done:
+	pg_atomic_fetch_add_u64(&queen_broker->spool.files_drained, 1);
 	if (unlink(path) != 0)
 		ereport(WARNING,
 				(errcode_for_file_access(),
 				 errmsg("queen spool: could not remove drained \"%s\": %m; it will not be replayed", path)));
 	else if (!queen_spool_sync_dir(queen_spool_directory, &why))
 		ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
-	if (queen_drain_head != NULL && strcmp(queen_drain_head, name) == 0)
-		queen_drain_attempts = 0;
 	return QUEEN_DRAIN_DONE;
 }
 
@@ -591,22 +886,165 @@ queen_drain_survey(void)
 	uint64		items;
 	uint64		files,
 				bytes;
+	uint64		quarantined;
 	List	   *names = queen_spool_list(&items);
+	HASH_SEQ_STATUS seq;
+	QueenDrainFile *st;
+	ListCell   *lc;
 
 	pg_atomic_write_u64(&queen_broker->spool.pending_files, items);
-	queen_spool_failed_stats(&files, &bytes);
+	queen_spool_failed_stats(&files, &bytes, &quarantined);
 	pg_atomic_write_u64(&queen_broker->spool.failed_files, files);
 	pg_atomic_write_u64(&queen_broker->spool.failed_bytes, bytes);
+	pg_atomic_write_u64(&queen_broker->spool.quarantined_items, quarantined);
+
+	/* forget files that are gone */
+	hash_seq_init(&seq, queen_drain_files);
+	while ((st = (QueenDrainFile *) hash_seq_search(&seq)) != NULL)
+		st->seen = false;
+	foreach(lc, names)
+	{
+		const char *name = (const char *) lfirst(lc);
+
+		if (strlen(name) < MAXPGPATH &&
+			(st = (QueenDrainFile *) hash_search(queen_drain_files, name, HASH_FIND, NULL)) != NULL)
+			st->seen = true;
+	}
+	hash_seq_init(&seq, queen_drain_files);
+	while ((st = (QueenDrainFile *) hash_seq_search(&seq)) != NULL)
+		if (!st->seen)
+		{
+			if (st->pending)
+				pfree(st->pending);
+			hash_search(queen_drain_files, st->name, HASH_REMOVE, NULL);
+		}
 	return names;
+}
+
+/* Remember which partitions a file left pending, and when to try it again. */
+static void
+queen_drain_file_failed(QueenDrainFile *st, HTAB *blocked_by_it)
+{
+	HASH_SEQ_STATUS seq;
+	QueenDrainKey *key;
+	long		n = hash_get_num_entries(blocked_by_it);
+	int			i = 0;
+
+	if (st->pending)
+		pfree(st->pending);
+	st->pending = MemoryContextAlloc(TopMemoryContext, sizeof(QueenDrainKey) * Max(n, 1));
+	hash_seq_init(&seq, blocked_by_it);
+	while ((key = (QueenDrainKey *) hash_seq_search(&seq)) != NULL)
+		st->pending[i++] = *key;
+	st->npending = i;
+	st->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), st->retry_ms);
+	st->retry_ms = Min(st->retry_ms * 2, QUEEN_DRAIN_RETRY_MAX_MS);
+}
+
+static HTAB *
+queen_drain_keyset(const char *what)
+{
+	HASHCTL		ctl;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(QueenDrainKey);
+	ctl.entrysize = sizeof(QueenDrainKey);
+	ctl.hcxt = CurrentMemoryContext;
+	return hash_create(what, 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
+ * One pass over the finished files, oldest first.  A file that cannot be
+ * finished now is tried again after its own growing delay, and the files
+ * after it go on meanwhile, except for their items of partitions it still
+ * holds (so a partition's spooled items commit in the order spooled).
+ * Returns the files finished.
+ */
+static int
+queen_drain_pass(List *files)
+{
+	HTAB	   *blocked = queen_drain_keyset("queen drain blocked");
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+	int			done = 0;
+
+	foreach(lc, files)
+	{
+		const char *name = (const char *) lfirst(lc);
+		QueenDrainFile *st;
+		QueenDrainResult result;
+		HTAB	   *mine;
+		bool		found;
+		int			i;
+
+		if (done == QUEEN_DRAIN_FILES_PER_PASS || ShutdownRequestPending ||
+			queen_maintenance_on())
+			break;
+		/* no latch wait between files: notice a dead postmaster here */
+		if (!PostmasterIsAlive())
+			proc_exit(1);
+		if (strlen(name) >= MAXPGPATH)
+			continue;
+		st = (QueenDrainFile *) hash_search(queen_drain_files, name, HASH_ENTER, &found);
+		if (!found)
+		{
+			st->read_failures = 0;
+			st->retry_at = 0;
+			st->retry_ms = QUEEN_DRAIN_RETRY_MIN_MS;
+			st->pending = NULL;
+			st->npending = 0;
+			st->seen = true;
+		}
+		if (now < st->retry_at)
+		{
+			/* waiting for its turn: what it holds still goes first */
+			for (i = 0; i < st->npending; i++)
+				queen_drain_block(blocked, &st->pending[i]);
+			continue;
+		}
+
+		MemoryContextSwitchTo(queen_file_cxt);
+		mine = queen_drain_keyset("queen drain file blocked");
+		{
+			HASH_SEQ_STATUS seq;
+			QueenDrainKey *key;
+
+			/* blocked as of now, and what this file adds to it */
+			hash_seq_init(&seq, blocked);
+			while ((key = (QueenDrainKey *) hash_seq_search(&seq)) != NULL)
+				queen_drain_block(mine, key);
+		}
+		result = queen_drain_file(st, mine);
+		if (result == QUEEN_DRAIN_DONE)
+		{
+			if (st->pending)
+				pfree(st->pending);
+			hash_search(queen_drain_files, name, HASH_REMOVE, NULL);
+			done++;
+		}
+		else
+		{
+			HASH_SEQ_STATUS seq;
+			QueenDrainKey *key;
+
+			queen_drain_file_failed(st, mine);
+			MemoryContextSwitchTo(queen_drain_cxt);
+			hash_seq_init(&seq, mine);
+			while ((key = (QueenDrainKey *) hash_seq_search(&seq)) != NULL)
+				queen_drain_block(blocked, key);
+		}
+		MemoryContextSwitchTo(queen_drain_cxt);
+		MemoryContextReset(queen_file_cxt);
+	}
+	return done;
 }
 
 void
 queen_maintenance_main(Datum arg)
 {
 	QueenWorkerSlot *slot;
-	TimestampTz retry_at = 0;
-	long		retry_ms = QUEEN_DRAIN_RETRY_MIN_MS;
 	TimestampTz closing_since = 0;
+	HASHCTL		ctl;
 
 	slot = queen_worker_begin(QUEEN_MAINTENANCE, DatumGetInt32(arg));
 	if (slot == NULL)
@@ -617,6 +1055,10 @@ queen_maintenance_main(Datum arg)
 											ALLOCSET_DEFAULT_SIZES);
 	queen_file_cxt = AllocSetContextCreate(TopMemoryContext, "queen drain file",
 										   ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = MAXPGPATH;
+	ctl.entrysize = sizeof(QueenDrainFile);
+	queen_drain_files = hash_create("queen drain files", 64, &ctl, HASH_ELEM | HASH_STRINGS);
 	MemoryContextSwitchTo(queen_drain_cxt);
 	/* .tmp files of shards that no longer exist (queen.fusion_shards shrank) */
 	queen_spool_recover(-1, queen_broker->nshards);
@@ -666,44 +1108,9 @@ queen_maintenance_main(Datum arg)
 		}
 
 		files = queen_drain_survey();
-		if (files != NIL && !queen_maintenance_on() && now >= retry_at &&
-			queen_drain_extension_ready())
-		{
-			ListCell   *lc;
-			int			done = 0;
-			bool		failed = false;
-
-			foreach(lc, files)
-			{
-				QueenDrainResult result;
-
-				if (done == QUEEN_DRAIN_FILES_PER_PASS || ShutdownRequestPending ||
-					queen_maintenance_on())
-					break;
-				/* no latch wait between files: notice a dead postmaster here */
-				if (!PostmasterIsAlive())
-					proc_exit(1);
-				MemoryContextSwitchTo(queen_file_cxt);
-				result = queen_drain_file((const char *) lfirst(lc));
-				MemoryContextSwitchTo(queen_drain_cxt);
-				MemoryContextReset(queen_file_cxt);
-				if (result != QUEEN_DRAIN_DONE)
-				{
-					failed = true;
-					break;
-				}
-				done++;
-			}
-			if (failed)
-			{
-				retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), retry_ms);
-				retry_ms = Min(retry_ms * 2, QUEEN_DRAIN_RETRY_MAX_MS);
-			}
-			else
-				retry_ms = QUEEN_DRAIN_RETRY_MIN_MS;
-			if (done > 0)
-				continue;
-		}
+		if (files != NIL && !queen_maintenance_on() && queen_drain_extension_ready() &&
+			queen_drain_pass(files) > 0)
+			continue;
 		if (files != NIL)
 			timeout = 100;
 

@@ -137,6 +137,18 @@ queen_metrics_render(StringInfo out)
 		queen_metric_u64(out, "queen_spool_records_damaged_total", "counter",
 						 "Spool records that could not be read (checksum or truncation), kept under failed/.",
 						 pg_atomic_read_u64(&sp->records_damaged));
+		queen_metric_u64(out, "queen_spool_quarantined_items", "gauge",
+						 "Spooled items the database refused, set aside under failed/ (never committed): not 0 needs an operator.",
+						 pg_atomic_read_u64(&sp->quarantined_items));
+		queen_metric_u64(out, "queen_spool_items_quarantined_total", "counter",
+						 "Spooled items this server set aside under failed/ because the database refused them.",
+						 pg_atomic_read_u64(&sp->items_quarantined));
+		queen_metric_u64(out, "queen_spool_drain_retries_total", "counter",
+						 "Parts of spool files left for a later attempt after an error of the moment (lock, timeout).",
+						 pg_atomic_read_u64(&sp->drain_retries));
+		queen_metric_u64(out, "queen_spool_unknown_fate_items_total", "counter",
+						 "Items a listener spooled because their shard ended before answering (replayed; duplicates dropped).",
+						 pg_atomic_read_u64(&sp->unknown_fate));
 		queen_metric_u64(out, "queen_push_statement_timeouts_total", "counter",
 						 "Broker transactions cancelled by queen.push_statement_timeout or a cancel request.",
 						 pg_atomic_read_u64(&sp->statement_timeouts));
@@ -202,13 +214,23 @@ queen_metrics_render(StringInfo out)
 
 /*
  * The body of GET /health, Queen's shape: healthy when error is NULL,
- * otherwise unhealthy with the reason.
+ * otherwise unhealthy with the reason.  The spool's state is added: items
+ * the drain quarantined make "spool" say so, loudly, but the status stays
+ * healthy (and the code 200): the broker still takes and stores pushes,
+ * and a readiness probe that failed would take it out of service for
+ * items that need an operator, not a restart.
  */
 void
 queen_health_json(StringInfo out, bool connected, const char *error)
 {
+	uint64		quarantined = pg_atomic_read_u64(&queen_broker->spool.quarantined_items);
+
 	appendStringInfo(out, "{\"status\":\"%s\",\"database\":\"%s\",\"engine\":\"queen-postgres\",",
 					 error ? "unhealthy" : "healthy", connected ? "connected" : "disconnected");
+	appendStringInfo(out, "\"spool\":{\"status\":\"%s\",\"pendingItems\":" UINT64_FORMAT
+					 ",\"quarantinedItems\":" UINT64_FORMAT "},",
+					 quarantined > 0 ? "items_quarantined" : "ok",
+					 queen_spool_pending(), quarantined);
 	if (error)
 	{
 		appendStringInfoString(out, "\"error\":");

@@ -25,6 +25,12 @@
  * a sample is compared with is the fastest recent bundle of about the same
  * size (power-of-two buckets of the segment count).
  *
+ * Permits are owned: the pool counts what each shard holds, so a shard
+ * that exits between taking a permit and giving it back (an ERROR outside
+ * its transaction block, out of memory, a SIGTERM) returns what it held
+ * from its exit callback, and its successor reclaims anything left over at
+ * start.  A crash of any process resets all of shared memory anyway.
+ *
  * The textbook law runs beside ours on the same samples and is exported as
  * queen_push_permits_naive_limit, so the difference can be seen on a live
  * broker (docs/ARCHITECTURE.md records a run).
@@ -66,6 +72,8 @@ queen_permits_init(QueenPermitPool *pool)
 	pg_atomic_init_u32(&pool->inflight, 0);
 	pg_atomic_init_u32(&pool->limit, (uint32) initial);
 	pg_atomic_init_u64(&pool->waiting, 0);
+	for (i = 0; i < QUEEN_MAX_SHARDS; i++)
+		pg_atomic_init_u32(&pool->held[i], 0);
 	SpinLockInit(&pool->mutex);
 	pool->limit_f = initial;
 	pool->naive_limit_f = initial;
@@ -106,6 +114,7 @@ queen_permit_try_acquire(int shard)
 		}
 		if (pg_atomic_compare_exchange_u32(&pool->inflight, &cur, cur + 1))
 		{
+			pg_atomic_fetch_add_u32(&pool->held[shard], 1);
 			queen_permit_cancel_wait(shard);
 			return true;
 		}
@@ -241,10 +250,18 @@ queen_permit_learn(QueenPermitPool *pool, int lo, int hi, uint32 inflight,
  * bundle passes nsegments = 0: it releases but teaches nothing.
  */
 void
-queen_permit_release(int nsegments, int64 exec_us, int64 commit_us)
+queen_permit_release(int shard, int nsegments, int64 exec_us, int64 commit_us)
 {
 	QueenPermitPool *pool = &queen_broker->permits;
-	uint32		inflight = pg_atomic_fetch_sub_u32(&pool->inflight, 1);
+	uint32		inflight;
+
+	if (pg_atomic_read_u32(&pool->held[shard]) == 0)
+	{
+		elog(LOG, "queen shard %d: released a permit it does not hold", shard);
+		return;
+	}
+	pg_atomic_fetch_sub_u32(&pool->held[shard], 1);
+	inflight = pg_atomic_fetch_sub_u32(&pool->inflight, 1);
 
 	if (nsegments > 0)
 	{
@@ -329,6 +346,27 @@ queen_permit_law_replay(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, out, outnulls);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * Give back every permit a shard holds: from its exit callback, and at the
+ * start of its successor (when = "at start").  Only the shard itself or
+ * its successor touch its count, so the exchange cannot race a take.
+ */
+void
+queen_permits_reclaim(int shard, const char *when)
+{
+	QueenPermitPool *pool = &queen_broker->permits;
+	uint32		n = pg_atomic_exchange_u32(&pool->held[shard], 0);
+
+	queen_permit_cancel_wait(shard);
+	if (n == 0)
+		return;
+	pg_atomic_fetch_sub_u32(&pool->inflight, n);
+	ereport(LOG,
+			(errmsg("queen shard %d: returned %u push permit%s it held %s",
+					shard, n, n == 1 ? "" : "s", when)));
+	queen_permit_wake_waiters(pool);
 }
 
 /* After a reload: keep the limit inside the new bounds. */

@@ -37,7 +37,9 @@
  * inside PG_TRY; on error the shard copies and logs the error, aborts the
  * transaction, answers the affected requests and carries on.  An ERROR
  * outside those blocks ends the process with exit code 1 and the
- * postmaster starts it again; the listeners notice the new incarnation.
+ * postmaster starts it again; the listeners notice the new incarnation and
+ * spool what it had not answered (listener.c).  The push permit it held
+ * goes back to the pool from its exit callback (permits.c).
  *
  * The database may not exist when the cluster starts: see
  * queen_worker_connect (shmem.c).
@@ -66,9 +68,6 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
-
-/* How long a shutting-down shard waits for the listeners before leaving. */
-#define QUEEN_SHARD_SHUTDOWN_GRACE_MS	30000
 
 /* Groups nobody pushed to for this long are forgotten. */
 #define QUEEN_GROUP_IDLE_SECS			60
@@ -779,6 +778,8 @@ queen_shard_run_bundle(void)
 	MemoryContext old;
 
 	old = MemoryContextSwitchTo(queen_bundle_cxt);
+	if (queen_test_fault("shard_error_holding_permit"))
+		elog(ERROR, "queen.test_fault: shard %d fails holding a push permit", queen_shard_index);
 	chosen = palloc(sizeof(QueenShardGroup *) * queen_bundle_max);
 	while (n < queen_bundle_max && !dlist_is_empty(&queen_ready))
 	{
@@ -795,6 +796,9 @@ queen_shard_run_bundle(void)
 								chosen[i]->packed.len, chosen[i]->nframes);
 
 	ok = queen_shard_transact(bgs, n, &exec_us, &commit_us);
+	if (ok && queen_test_fault("shard_error_after_commit"))
+		elog(ERROR, "queen.test_fault: shard %d fails between COMMIT and its answers",
+			 queen_shard_index);
 
 	if (ok)
 	{
@@ -811,7 +815,7 @@ queen_shard_run_bundle(void)
 					dups++;
 			}
 		}
-		queen_permit_release(n, exec_us, commit_us);
+		queen_permit_release(queen_shard_index, n, exec_us, commit_us);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.commits, 1);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.segments, segments);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.items, queued);
@@ -822,7 +826,7 @@ queen_shard_run_bundle(void)
 	}
 	else
 	{
-		queen_permit_release(0, 0, 0);
+		queen_permit_release(queen_shard_index, 0, 0, 0);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.bundle_failures, 1);
 		/* the extension may have been dropped under us */
 		(void) queen_shard_check_extension(true);
@@ -946,6 +950,38 @@ queen_shard_has_ready(TimestampTz now, long *hold_ms)
 	return false;
 }
 
+/* At exit, whatever the way (proc_exit after an ERROR included): permits back. */
+static void
+queen_shard_exit(int code, Datum arg)
+{
+	(void) code;
+	queen_permits_reclaim(DatumGetInt32(arg), "at exit");
+}
+
+/*
+ * queen.test_fault = 'shard_start_wait': a starting shard stays in
+ * STARTING (not serving) while the setting says so, which gives the TAP
+ * tests a restart window that does not depend on timing.
+ */
+static void
+queen_shard_test_start_wait(void)
+{
+	while (queen_test_fault_setting != NULL &&
+		   strcmp(queen_test_fault_setting, "shard_start_wait") == 0)
+	{
+		if (ShutdownRequestPending)
+			proc_exit(0);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+}
+
 void
 queen_shard_main(Datum arg)
 {
@@ -957,6 +993,10 @@ queen_shard_main(Datum arg)
 	queen_shard_slot = queen_worker_begin(QUEEN_SHARD, queen_shard_index);
 	if (queen_shard_slot == NULL)
 		proc_exit(0);
+	/* what a predecessor that could not run its exit callback still held */
+	queen_permits_reclaim(queen_shard_index, "at start (left by the previous process)");
+	on_shmem_exit(queen_shard_exit, Int32GetDatum(queen_shard_index));
+	queen_shard_test_start_wait();
 	queen_worker_connect(queen_shard_slot, psprintf("shard %d", queen_shard_index));
 	pgstat_report_appname("queen shard");
 	/* what an earlier process of this shard left half-written */
@@ -1000,6 +1040,8 @@ queen_shard_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			if (queen_test_fault_setting == NULL || queen_test_fault_setting[0] == '\0')
+				pg_atomic_write_u32(&queen_broker->test_fault_fired, 0);
 			if (queen_shard_index == 0)
 			{
 				queen_permits_reconfigure();
@@ -1094,11 +1136,11 @@ queen_shard_main(Datum arg)
 				queen_spool_finish(queen_shard_index);
 				proc_exit(1);
 			}
-			if (TimestampDifferenceExceeds(closing_since, now, QUEEN_SHARD_SHUTDOWN_GRACE_MS))
+			if (TimestampDifferenceExceeds(closing_since, now, queen_shutdown_grace_ms(true)))
 			{
 				ereport(LOG,
 						(errmsg("queen shard %d: listeners did not finish within %d ms; exiting",
-								queen_shard_index, QUEEN_SHARD_SHUTDOWN_GRACE_MS)));
+								queen_shard_index, queen_shutdown_grace_ms(true))));
 				break;
 			}
 			timeout = Min(timeout, 100);

@@ -150,12 +150,17 @@ static void
 queen_worker_detach(int code, Datum arg)
 {
 	QueenWorkerSlot *slot = (QueenWorkerSlot *) DatumGetPointer(arg);
+	int			l;
 
 	(void) code;
 	slot->latch = NULL;
 	slot->pid = 0;
 	pg_atomic_write_u32(&slot->state, QUEEN_WORKER_STOPPED);
 	pg_atomic_fetch_add_u32(&slot->incarnation, 1);
+	/* the listeners settle what a shard had not answered as soon as it is gone */
+	for (l = 0; l < queen_broker->nlisteners; l++)
+		if (&queen_broker->listeners[l] != slot)
+			queen_worker_wake(&queen_broker->listeners[l]);
 }
 
 /*
@@ -474,4 +479,44 @@ queen_statement_timeout_stop(bool check)
 		CHECK_FOR_INTERRUPTS();
 	else
 		QueryCancelPending = false;
+}
+
+/*
+ * How long a stopping worker waits for what it has outstanding: a listener
+ * for its shards' verdicts, a shard (shard = true) for the listeners.  A
+ * bundle in its statements is cancelled by queen.push_statement_timeout,
+ * rolled back and spooled by its shard, which then answers; the listener
+ * waits that long and a margin more, so it hears that answer, and a shard
+ * waits longer than its listeners.  What a listener still lacks after its
+ * wait has an unknown fate, and it spools it itself (listener.c): the
+ * grace bounds a shutdown, it never decides what a client is told.
+ */
+int
+queen_shutdown_grace_ms(bool shard)
+{
+	int			grace = 25000;
+
+	if (queen_push_statement_timeout_ms > 0)
+		grace = Min(queen_push_statement_timeout_ms, INT_MAX - 20000) + 10000;
+	return shard ? grace + 5000 : grace;
+}
+
+/*
+ * queen.test_fault, for the TAP tests only: true once when the setting
+ * names this fault, then not again until the setting is emptied (any
+ * shard's reload clears the mark), so a restarted worker does not fail
+ * again.  Empty, the default, costs one comparison.
+ */
+bool
+queen_test_fault(const char *name)
+{
+	uint32		expected = 0;
+
+	if (queen_test_fault_setting == NULL || queen_test_fault_setting[0] == '\0' ||
+		strcmp(queen_test_fault_setting, name) != 0 || queen_broker == NULL)
+		return false;
+	if (!pg_atomic_compare_exchange_u32(&queen_broker->test_fault_fired, &expected, 1))
+		return false;
+	ereport(LOG, (errmsg("queen: queen.test_fault \"%s\" fires", name)));
+	return true;
 }

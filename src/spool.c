@@ -12,7 +12,17 @@
  *
  * while it is being written, renamed to "...-n<items>.buf" once finished
  * (idle for QUEEN_SPOOL_IDLE_MS, or big enough).  Names sort oldest first;
- * the maintenance worker (maintenance.c) drains only .buf files.
+ * the maintenance worker (maintenance.c) drains only .buf files.  A
+ * listener that spools the items of a shard that died in flight writes a
+ * whole file at once instead (queen_spool_write_file), as ".part" until
+ * it is durable, with owner QUEEN_MAX_SHARDS + its index in place of the
+ * shard, so no recovery ever finishes a file a listener is writing.
+ *
+ * Quarantine.  What the drain cannot store goes under failed/: whole
+ * files it cannot read, damaged records' bytes, and single items the
+ * database refuses, each as a one-record spool file
+ * "<file's stem>-g<group>-i<item>-n1.buf", which an operator can move back
+ * into the spool directory to drain once the cause is fixed.
  *
  * Records.  A 16-byte header (u32 magic, u32 body length, u32 CRC-32C of
  * the body, u32 version; little-endian like the frames) and a body: the
@@ -38,6 +48,7 @@
 #include "broker.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -179,9 +190,9 @@ queen_spool_list(uint64 *items)
 	return names;
 }
 
-/* Files and bytes quarantined under failed/. */
+/* Files, bytes and spooled items (from .buf names) quarantined under failed/. */
 void
-queen_spool_failed_stats(uint64 *files, uint64 *bytes)
+queen_spool_failed_stats(uint64 *files, uint64 *bytes, uint64 *items)
 {
 	char	   *path = queen_spool_path("failed");
 	DIR		   *dir;
@@ -189,6 +200,7 @@ queen_spool_failed_stats(uint64 *files, uint64 *bytes)
 
 	*files = 0;
 	*bytes = 0;
+	*items = 0;
 	dir = AllocateDir(path);
 	if (dir == NULL)
 	{
@@ -207,6 +219,8 @@ queen_spool_failed_stats(uint64 *files, uint64 *bytes)
 		{
 			(*files)++;
 			*bytes += (uint64) st.st_size;
+			if (queen_has_suffix(de->d_name, ".buf"))
+				*items += queen_spool_file_items(de->d_name);
 		}
 		pfree(file);
 	}
@@ -450,6 +464,75 @@ queen_spool_read_file(const char *path, Size *len, char **why)
  * ----------------------------------------------------------------
  */
 
+/*
+ * Write records as one finished file, durably, for a process that does not
+ * keep a file open (a listener).  True means every item in them may be
+ * answered "buffered"; on false nothing of them is left for the drain.
+ */
+bool
+queen_spool_write_file(StringInfo records, int items, int owner, char **why)
+{
+	char		part[MAXPGPATH];
+	char		buf[MAXPGPATH];
+	TimestampTz now = GetCurrentTimestamp();
+	long long	ms = (long long) ((now / 1000) + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
+								  (long long) SECS_PER_DAY * 1000);
+	int			fd;
+	Size		done = 0;
+	bool		ok = false;
+
+	if (!queen_spool_ensure_dir(queen_spool_directory, why))
+	{
+		pg_atomic_fetch_add_u64(&queen_broker->spool.write_failures, 1);
+		return false;
+	}
+	snprintf(part, sizeof(part), "%s/queen-%013lld-%02d-%d-%06u.part",
+			 queen_spool_directory, ms, owner, MyProcPid, ++spool_seq % 1000000);
+	snprintf(buf, sizeof(buf), "%.*s-n%d.buf", (int) strlen(part) - 5, part, items);
+	fd = BasicOpenFilePerm(part, O_CREAT | O_EXCL | O_WRONLY | PG_BINARY, pg_file_create_mode);
+	if (fd < 0)
+		*why = psprintf("could not create spool file \"%s\": %m", part);
+	else
+	{
+		while (done < (Size) records->len)
+		{
+			ssize_t		n = write(fd, records->data + done, records->len - done);
+
+			if (n <= 0)
+			{
+				if (n == 0)
+					errno = ENOSPC;
+				break;
+			}
+			done += (Size) n;
+		}
+		if (done == (Size) records->len && pg_fsync(fd) == 0)
+			ok = true;
+		else
+			*why = psprintf("could not write spool file \"%s\": %m", part);
+		close(fd);
+		if (ok && rename(part, buf) != 0)
+		{
+			*why = psprintf("could not rename \"%s\": %m", part);
+			ok = false;
+		}
+		if (ok)
+			ok = queen_spool_sync_dir(queen_spool_directory, why);
+		if (!ok)
+			(void) unlink(part);
+	}
+	if (!ok)
+	{
+		/* an unsynced rename may survive a crash: remove the finished name too */
+		(void) unlink(buf);
+		pg_atomic_fetch_add_u64(&queen_broker->spool.write_failures, 1);
+		return false;
+	}
+	pg_atomic_fetch_add_u64(&queen_broker->spool.items_written, items);
+	queen_worker_wake(&queen_broker->maintenance);
+	return true;
+}
+
 /* Hand the open file to the drain: rename it to .buf with its item count. */
 void
 queen_spool_finish(int shard)
@@ -669,5 +752,35 @@ queen_spool_recover(int shard, int nshards)
 	if (touched && !queen_spool_sync_dir(queen_spool_directory, &why))
 		ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
 	list_free_deep(names);
+
+	/*
+	 * A listener's file still ".part" was never acknowledged (it answers
+	 * "buffered" only after the rename): one whose writer is gone holds
+	 * nothing promised, and is removed.
+	 */
+	if (shard < 0)
+	{
+		names = queen_spool_names(".part");
+		foreach(lc, names)
+		{
+			const char *name = (const char *) lfirst(lc);
+			long long	ms;
+			int			owner,
+						pid;
+			unsigned	seq;
+
+			if (sscanf(name, "queen-%13lld-%2d-%d-%6u", &ms, &owner, &pid, &seq) == 4 &&
+				pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+			{
+				char	   *path = queen_spool_path(name);
+
+				if (unlink(path) == 0)
+					ereport(LOG,
+							(errmsg("queen spool: removed \"%s\", left unfinished by a listener that is gone (nothing in it was acknowledged)",
+									path)));
+			}
+		}
+		list_free_deep(names);
+	}
 }
 

@@ -170,7 +170,7 @@ is_deeply([ sort keys %{ $m // {} } ],
 	[qw(bufferHealthy bufferStats bufferedMessages maintenanceMode popMaintenanceMode)],
 	'GET maintenance keys');
 is_deeply([ sort keys %{ $m->{bufferStats} // {} } ],
-	[qw(dbHealthy failedCount failedFiles pendingCount)], 'bufferStats keys');
+	[qw(dbHealthy failedCount failedFiles pendingCount quarantinedItems)], 'bufferStats keys');
 is_deeply([ sort keys %{ $m->{bufferStats}{failedFiles} // {} } ],
 	[qw(count failoverCount qos0Count totalBytes totalMB)], 'failedFiles keys');
 ok(JSON::PP::is_bool($m->{maintenanceMode}) && $m->{maintenanceMode}, 'GET says maintenance is on');
