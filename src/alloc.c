@@ -1664,6 +1664,9 @@ queen_segment_at(const pg_uuid_t *pid, int64 offset, QueenStoredSegment *out)
 	return found;
 }
 
+/* Originals this process could not read (damaged segments), for the metric. */
+uint64		queen_damaged_originals = 0;
+
 /*
  * The message id of the frame at offset of partition pid, and its segment's
  * created_at.  False when the covering segment is gone; an ERROR when it is
@@ -1706,6 +1709,7 @@ queen_resolve_message(const pg_uuid_t *pid, int64 offset,
 						stored.base_offset, pidtext, problem),
 				 errdetail("A duplicate of offset " INT64_FORMAT " is reported with the zero message id.",
 						   offset)));
+		queen_damaged_originals++;
 		return false;
 	}
 

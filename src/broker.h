@@ -179,6 +179,7 @@ typedef struct QueenMetrics
 	pg_atomic_uint64 failed;	/* frames answered failed */
 	pg_atomic_uint64 exec_us;	/* time in bundle statements before COMMIT */
 	pg_atomic_uint64 commit_us;	/* time in COMMIT (WAL flush wait included) */
+	pg_atomic_uint64 damaged_originals;	/* duplicates whose original could not be read */
 	pg_atomic_uint64 started_at;	/* TimestampTz of shared memory init */
 } QueenMetrics;
 
@@ -253,6 +254,7 @@ typedef struct QueenBrokerShared
 } QueenBrokerShared;
 
 extern QueenBrokerShared *queen_broker;
+extern void queen_metrics_publish_core(void);
 
 extern void queen_broker_preload(void);
 extern QueenRing *queen_submit_ring(int listener, int shard);

@@ -573,6 +573,7 @@ queen_drain_tx(QueenDrainTx *tx, const char *key, QueenBundleGroup *bgs, int n,
 		pg_atomic_fetch_add_u64(&queen_broker->spool.items_drained, tx->queued);
 		pg_atomic_fetch_add_u64(&queen_broker->spool.items_dropped, tx->dropped);
 	}
+	queen_metrics_publish_core();
 }
 
 /* The name of a file without ".buf". */

@@ -51,6 +51,23 @@ queen_metric_real(StringInfo out, const char *name, const char *type, const char
 	appendStringInfo(out, "%s %.*f\n", name, decimals, value);
 }
 
+/*
+ * Add what this process counted in the core since it last published (the
+ * core has no shared memory of its own: the SQL door runs without it).
+ */
+void
+queen_metrics_publish_core(void)
+{
+	static uint64 published = 0;
+
+	if (queen_damaged_originals != published)
+	{
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.damaged_originals,
+								queen_damaged_originals - published);
+		published = queen_damaged_originals;
+	}
+}
+
 void
 queen_metrics_render(StringInfo out)
 {
@@ -101,6 +118,10 @@ queen_metrics_render(StringInfo out)
 					 pg_atomic_read_u64(&m->duplicates));
 	appendStringInfo(out, "queen_push_frames_total{status=\"failed\"} " UINT64_FORMAT "\n",
 					 pg_atomic_read_u64(&m->failed));
+
+	queen_metric_u64(out, "queen_damaged_segments_total", "counter",
+					 "Duplicates whose original's segment could not be read (answered with the zero id; the server log names the segment).",
+					 pg_atomic_read_u64(&m->damaged_originals));
 
 	{
 		QueenSpoolShared *sp = &queen_broker->spool;

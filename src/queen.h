@@ -329,6 +329,7 @@ typedef struct QueenStoredSegment
 
 extern bool queen_segment_at(const pg_uuid_t *pid, int64 offset,
 							 QueenStoredSegment *out);
+extern uint64 queen_damaged_originals;
 extern bool queen_resolve_message(const pg_uuid_t *pid, int64 offset,
 								  pg_uuid_t *message_id,
 								  TimestampTz *created_at);

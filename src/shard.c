@@ -833,6 +833,7 @@ queen_shard_run_bundle(void)
 		/* rolled back: the items exist nowhere, so the spool takes them */
 		queen_shard_spool(chosen, n, QUEEN_GROUP_FAILED);
 	}
+	queen_metrics_publish_core();
 
 	for (i = 0; ok && i < n; i++)
 	{
