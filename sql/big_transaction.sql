@@ -78,6 +78,66 @@ COMMIT;
 SELECT * FROM bt_state('bt.del');
 SELECT log_offset, payload FROM queen.read('bt.del');
 
+-- a queue deleted, then a savepoint rolled back: the deleted rows are not
+-- written at commit (the commit used to fail)
+BEGIN;
+SELECT log_offset FROM queen.push('bt.del2', '{"n": 1}');
+SELECT log_offset FROM queen.push('bt.del2', '{"n": 2}');
+SELECT queen.delete_queue_v1('bt.del2')->>'existed' AS existed;
+SAVEPOINT a;
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+SELECT count(*) AS del2_partitions FROM bt_state('bt.del2');
+
+-- a queue deletion inside a savepoint rolled back: the rows come back, with
+-- the offsets the deferred pushes took
+BEGIN;
+SELECT log_offset FROM queen.push('bt.del3', '{"n": 1}');
+SELECT log_offset FROM queen.push('bt.del3', '{"n": 2}');
+SAVEPOINT a;
+SELECT queen.delete_queue_v1('bt.del3')->>'existed' AS existed;
+ROLLBACK TO SAVEPOINT a;
+SELECT log_offset FROM queen.push('bt.del3', '{"n": 3}');
+COMMIT;
+SELECT * FROM bt_state('bt.del3');
+SELECT log_offset FROM queen.push('bt.del3', '{"n": 4}');
+
+-- the window changed in the same transaction applies to the next push
+BEGIN;
+SELECT status, log_offset FROM queen.push('bt.win', '{"n": 1}', 'Default', 'w-1');
+SELECT status, log_offset FROM queen.push('bt.win', '{"n": 2}', 'Default', 'w-2');
+SELECT queen.configure_queue_v1('{"queue": "bt.win", "options": {"dedupWindowSeconds": 0}}')->>'configured' AS configured;
+SELECT status, log_offset FROM queen.push('bt.win', '{"n": 1}', 'Default', 'w-1');
+COMMIT;
+
+-- pushes through a SECURITY DEFINER function by a role without table
+-- rights: the row is written at commit as the function's owner
+CREATE ROLE regress_bt_app;
+CREATE FUNCTION bt_push(q text, p jsonb) RETURNS bigint LANGUAGE sql SECURITY DEFINER
+	AS $$ SELECT log_offset FROM queen.push(q, p) $$;
+GRANT EXECUTE ON FUNCTION bt_push(text, jsonb) TO regress_bt_app;
+BEGIN;
+SET LOCAL ROLE regress_bt_app;
+SELECT bt_push('bt.definer', '{"n": 1}');
+SELECT bt_push('bt.definer', '{"n": 2}');
+SELECT bt_push('bt.definer', '{"n": 3}');
+COMMIT;
+SELECT * FROM bt_state('bt.definer');
+DROP FUNCTION bt_push(text, jsonb);
+DROP ROLE regress_bt_app;
+
+-- a transaction made read-only after its pushes commits them; a push after
+-- that is refused
+BEGIN;
+SELECT log_offset FROM queen.push('bt.ro', '{"n": 1}');
+SELECT log_offset FROM queen.push('bt.ro', '{"n": 2}');
+SET transaction_read_only = on;
+SAVEPOINT a;
+SELECT log_offset FROM queen.push('bt.ro', '{"n": 3}');
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+SELECT * FROM bt_state('bt.ro');
+
 -- a partition's row deleted by hand after deferred pushes: the commit fails
 -- rather than leave segments of no partition
 BEGIN;

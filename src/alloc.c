@@ -984,13 +984,19 @@ queen_table_oid(const char *name)
 static void
 queen_insert_rows(QueenTarget **targets, int n)
 {
-	EState	   *estate = CreateExecutorState();
+	EState	   *estate;
 	Oid			relids[2] = {queen_table_oid("log_segments"), queen_table_oid("log_txns")};
 	List	   *rtable = NIL;
 	QueenRowTable segments;
 	QueenRowTable txns;
-	CommandId	cid = GetCurrentCommandId(true);
+	CommandId	cid;
 	int			i;
+
+	/* what a statement checks first: these are writes */
+	PreventCommandIfReadOnly("queen.push");
+	PreventCommandIfParallelMode("queen.push");
+	estate = CreateExecutorState();
+	cid = GetCurrentCommandId(true);
 
 	/* the same INSERT privilege check a statement makes */
 	for (i = 0; i < 2; i++)
@@ -1099,7 +1105,7 @@ queen_write_deferred(QueenTarget **targets, int n, TimestampTz now)
 		seg->status = QUEEN_SEGMENT_QUEUED;
 		queen_dedup_cache_remember(&targets[i]->pid, seg->base_offset, seg->msg_count,
 								   seg->created_at, (const uint8 *) VARDATA_ANY(seg->hashes));
-		queen_dedup_own_mark_dirty(o);
+		queen_dedup_own_defer(o);
 	}
 	queen_insert_rows(targets, n);
 }
@@ -1114,27 +1120,55 @@ queen_write_deferred(QueenTarget **targets, int n, TimestampTz now)
 static void
 queen_alloc_flush_connected(void)
 {
-	pg_uuid_t  *pids;
-	int64	   *lasts;
+	QueenOwnAlloc **dirty;
+	int			n = queen_dedup_own_dirty(&dirty);
 	Datum	   *dp;
 	Datum	   *dl;
-	Datum		values[2];
-	int			n = queen_dedup_own_dirty(&pids, &lasts);
+	bool	   *done;
+	uint64		updated = 0;
+	Oid			save_userid;
+	int			save_sec_context;
 	int			i;
 
 	if (n == 0)
 		return;
 	dp = palloc(sizeof(Datum) * n);
 	dl = palloc(sizeof(Datum) * n);
+	done = palloc0(sizeof(bool) * n);
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+
+	/*
+	 * One statement per user who deferred writes (almost always one), run
+	 * as that user: the row is theirs to update, whoever commits.  An
+	 * error leaves the user to the (sub)transaction abort to restore.
+	 */
 	for (i = 0; i < n; i++)
 	{
-		dp[i] = UUIDPGetDatum(&pids[i]);
-		dl[i] = Int64GetDatum(lasts[i]);
+		QueenOwnAlloc *who = dirty[i];
+		Datum		values[2];
+		int			m = 0;
+		int			j;
+
+		if (done[i])
+			continue;
+		for (j = i; j < n; j++)
+		{
+			if (done[j] || dirty[j]->userid != who->userid ||
+				dirty[j]->sec_context != who->sec_context)
+				continue;
+			dp[m] = UUIDPGetDatum(queen_dedup_own_pid(dirty[j]));
+			dl[m] = Int64GetDatum(dirty[j]->last);
+			done[j] = true;
+			m++;
+		}
+		values[0] = queen_array_datum(dp, m, UUIDOID);
+		values[1] = queen_array_datum(dl, m, INT8OID);
+		SetUserIdAndSecContext(who->userid, who->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		queen_exec(PLAN_FLUSH, values, SPI_OK_UPDATE);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+		updated += SPI_processed;
 	}
-	values[0] = queen_array_datum(dp, n, UUIDOID);
-	values[1] = queen_array_datum(dl, n, INT8OID);
-	queen_exec(PLAN_FLUSH, values, SPI_OK_UPDATE);
-	if (SPI_processed != (uint64) n)
+	if (updated != (uint64) n)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("a partition this transaction pushed to was deleted in the same transaction"),
@@ -1160,9 +1194,18 @@ queen_alloc_xact_callback(XactEvent event, void *arg)
 	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE) &&
 		queen_dedup_own_any_dirty())
 	{
-		/* the statement that ran last is over: the flush needs a snapshot of its own */
+		bool		read_only = XactReadOnly;
+
+		/*
+		 * The statement that ran last is over: the flush needs a snapshot
+		 * of its own.  It completes writes made while the transaction could
+		 * write, so a SET transaction_read_only since then does not stop
+		 * it (a transaction that wrote cannot be in recovery).
+		 */
 		PushActiveSnapshot(GetTransactionSnapshot());
+		XactReadOnly = false;
 		queen_alloc_flush();
+		XactReadOnly = read_only;
 		PopActiveSnapshot();
 	}
 }

@@ -269,17 +269,15 @@ queen_decompress(const char *data, size_t len, StringInfo out)
 		ZSTD_outBuffer o;
 		size_t		ret;
 
-		if (out->maxlen - out->len < 4096)
-		{
-			/* a forged or damaged blob must not inflate without bound */
-			if ((Size) out->len >= QUEEN_SEGMENT_MAX_RAW - 4096)
-			{
-				ZSTD_DCtx_reset(queen_dctx, ZSTD_reset_session_only);
-				return "segment inflates to more than 1 GB";
-			}
-			/* doubles, up to what one allocation can hold */
+		/* doubles, up to what one allocation can hold */
+		if (out->maxlen - out->len < 4096 && (Size) out->len < QUEEN_SEGMENT_MAX_RAW)
 			enlargeStringInfo(out, (int) Min((Size) out->maxlen,
-											 QUEEN_SEGMENT_MAX_RAW - (Size) out->len - 1));
+											 QUEEN_SEGMENT_MAX_RAW - (Size) out->len));
+		/* a forged or damaged blob must not inflate without bound */
+		if (out->maxlen - out->len - 1 <= 0)
+		{
+			ZSTD_DCtx_reset(queen_dctx, ZSTD_reset_session_only);
+			return "segment inflates to more than 1 GB";
 		}
 		o.dst = out->data + out->len;
 		o.size = (size_t) (out->maxlen - out->len - 1);
@@ -412,18 +410,9 @@ queen_segment_problem(const char *blob, size_t blob_len, const uint8 *hashes,
 				((uint8) buf.data[start + 4] &
 				 ~(QUEEN_FRAME_TRACE | QUEEN_FRAME_PRODUCER | QUEEN_FRAME_ENCRYPTED)) != 0)
 				return psprintf("frame %d: frame has unknown flag bits", k);
+			/* incomplete: read on (the buffer grows with what arrives, not what is claimed) */
 			if (avail < (size_t) body + 4)
-			{
-				/* make room for the whole frame, then read on */
-				if ((Size) buf.maxlen < (Size) body + 4 + 4096)
-				{
-					memmove(buf.data, buf.data + start, avail);
-					buf.len = (int) avail;
-					start = 0;
-					enlargeStringInfo(&buf, (int) (body + 4 + 4096 - avail));
-				}
 				break;
-			}
 			if (k >= msg_count)
 			{
 				*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;

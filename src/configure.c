@@ -988,6 +988,8 @@ queen_cfg_apply(const pg_uuid_t *tenant, const QueenCfgRequest *req,
 			 */
 			if (changed)
 			{
+				/* pushes later in this transaction must see the new window */
+				queen_dedup_own_forget_windows();
 				values[0] = UUIDPGetDatum(&res->id);
 				values[1] = CStringGetTextDatum(res->label[0]);
 				values[2] = CStringGetTextDatum(res->label[1]);

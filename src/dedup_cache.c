@@ -54,6 +54,7 @@
 
 #include "access/xact.h"
 #include "lib/ilist.h"
+#include "miscadmin.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
@@ -508,11 +509,24 @@ queen_dedup_own_alloc(QueenOwnPartition *o)
 	return &o->alloc;
 }
 
-void
+static void
 queen_dedup_own_mark_dirty(QueenOwnPartition *o)
 {
 	o->alloc.dirty = true;
 	queen_own_dirty = true;
+}
+
+/*
+ * A write whose offsets the row does not have yet.  The row is written
+ * later as the user who pushed (a SECURITY DEFINER function, SET ROLE),
+ * not as whoever commits.
+ */
+void
+queen_dedup_own_defer(QueenOwnPartition *o)
+{
+	o->alloc.deferred = true;
+	GetUserIdAndSecContext(&o->alloc.userid, &o->alloc.sec_context);
+	queen_dedup_own_mark_dirty(o);
 }
 
 bool
@@ -522,12 +536,14 @@ queen_dedup_own_any_dirty(void)
 }
 
 /*
- * The partitions whose row is behind what this transaction allocated, and
- * their last offsets, in CurrentMemoryContext; they are no longer dirty
- * (the caller writes them, or the transaction fails).  Returns how many.
+ * The partitions whose row is behind what this transaction allocated, in a
+ * palloc'd array (in CurrentMemoryContext); they are no longer dirty (the
+ * caller writes them, or the transaction fails).  QueenOwnAlloc sits right
+ * after the pid in no particular way, so the caller gets the pid through
+ * queen_dedup_own_pid.  Returns how many.
  */
 int
-queen_dedup_own_dirty(pg_uuid_t **pids, int64 **lasts)
+queen_dedup_own_dirty(QueenOwnAlloc ***dirty)
 {
 	HASH_SEQ_STATUS seq;
 	QueenOwnPartition *o;
@@ -538,19 +554,22 @@ queen_dedup_own_dirty(pg_uuid_t **pids, int64 **lasts)
 		return 0;
 	queen_own_dirty = false;
 	max = hash_get_num_entries(queen_own);
-	*pids = palloc(sizeof(pg_uuid_t) * Max(max, 1));
-	*lasts = palloc(sizeof(int64) * Max(max, 1));
+	*dirty = palloc(sizeof(QueenOwnAlloc *) * Max(max, 1));
 	hash_seq_init(&seq, queen_own);
 	while ((o = hash_seq_search(&seq)) != NULL)
 	{
 		if (o->live <= 0 || !o->alloc.dirty)
 			continue;
-		(*pids)[n] = o->pid;
-		(*lasts)[n] = o->alloc.last;
+		(*dirty)[n++] = &o->alloc;
 		o->alloc.dirty = false;
-		n++;
 	}
 	return n;
+}
+
+const pg_uuid_t *
+queen_dedup_own_pid(const QueenOwnAlloc *a)
+{
+	return &((const QueenOwnPartition *) ((const char *) a - offsetof(QueenOwnPartition, alloc)))->pid;
 }
 
 /*
@@ -568,9 +587,32 @@ queen_dedup_own_unlock_all(void)
 	hash_seq_init(&seq, queen_own);
 	while ((o = hash_seq_search(&seq)) != NULL)
 	{
+		if (o->alloc.unlocked_in == InvalidSubTransactionId)
+		{
+			o->alloc.unlocked_in = GetCurrentSubTransactionId();
+			o->alloc.was_locked = o->alloc.locked;
+			o->alloc.was_described = o->alloc.described;
+		}
 		o->alloc.locked = false;
 		o->alloc.described = false;
 	}
+}
+
+/*
+ * A queue's options changed in this transaction: later pushes read the
+ * dedup window from the row again instead of the one remembered.
+ */
+void
+queen_dedup_own_forget_windows(void)
+{
+	HASH_SEQ_STATUS seq;
+	QueenOwnPartition *o;
+
+	if (queen_own == NULL)
+		return;
+	hash_seq_init(&seq, queen_own);
+	while ((o = hash_seq_search(&seq)) != NULL)
+		o->alloc.described = false;
 }
 
 /*
@@ -779,10 +821,13 @@ queen_dedup_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 	/*
 	 * The subtransaction may also have written some rows' last_offset (a
-	 * flush before a locking push) and taken that back: every row this
-	 * transaction still writes to is rewritten before commit.  A partition
-	 * with no write left lost its first one, the one that locked and
-	 * updated its row, so the row is as before and no longer ours.
+	 * flush before a locking push or a queue deletion) and taken that back:
+	 * every row that had deferred writes and is still ours is rewritten
+	 * before commit.  A queue deletion rolled back gives its rows back
+	 * (subtransaction ids grow, so ours and our children's are >= mySubid).
+	 * A partition with no write left lost its first one, the one that
+	 * locked and updated its row, so the row is as before and no longer
+	 * ours.
 	 */
 	if (event == SUBXACT_EVENT_ABORT_SUB && queen_own != NULL)
 	{
@@ -792,10 +837,21 @@ queen_dedup_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		hash_seq_init(&seq, queen_own);
 		while ((o = hash_seq_search(&seq)) != NULL)
 		{
-			if (o->live > 0)
+			QueenOwnAlloc *a = &o->alloc;
+
+			if (o->live <= 0)
+			{
+				memset(a, 0, sizeof(*a));
+				continue;
+			}
+			if (a->unlocked_in != InvalidSubTransactionId && a->unlocked_in >= mySubid)
+			{
+				a->locked = a->was_locked;
+				a->described = a->was_described;
+				a->unlocked_in = InvalidSubTransactionId;
+			}
+			if (a->deferred && a->locked)
 				queen_dedup_own_mark_dirty(o);
-			else
-				memset(&o->alloc, 0, sizeof(o->alloc));
 		}
 	}
 }

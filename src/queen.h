@@ -299,6 +299,12 @@ typedef struct QueenOwnAlloc
 	bool		locked;			/* our write holds the row lock; last is exact */
 	bool		described;		/* window, txns_start and generation are the row's */
 	bool		dirty;			/* the row's last_offset may differ from last */
+	bool		deferred;		/* some write here left the row behind */
+	Oid			userid;			/* who deferred the last write: the flush runs as them */
+	int			sec_context;
+	SubTransactionId unlocked_in;	/* a queue deletion forgot the row here, or 0 */
+	bool		was_locked;		/* locked and described before that */
+	bool		was_described;
 	int32		window;			/* the queue's dedup window */
 	int64		txns_start;
 	TimestampTz generation;
@@ -308,10 +314,12 @@ typedef struct QueenOwnAlloc
 typedef struct QueenOwnPartition QueenOwnPartition;
 extern QueenOwnPartition *queen_dedup_own(const pg_uuid_t *pid);
 extern QueenOwnAlloc *queen_dedup_own_alloc(QueenOwnPartition *o);
-extern void queen_dedup_own_mark_dirty(QueenOwnPartition *o);
+extern void queen_dedup_own_defer(QueenOwnPartition *o);
 extern bool queen_dedup_own_any_dirty(void);
-extern int	queen_dedup_own_dirty(pg_uuid_t **pids, int64 **lasts);
+extern int	queen_dedup_own_dirty(QueenOwnAlloc ***dirty);
 extern void queen_dedup_own_unlock_all(void);
+extern void queen_dedup_own_forget_windows(void);
+extern const pg_uuid_t *queen_dedup_own_pid(const QueenOwnAlloc *a);
 extern int64 queen_dedup_own_match(const QueenOwnPartition *o, int64 last_offset,
 								   const uint8 *incoming, int count, int64 from,
 								   TimestampTz cutoff, int64 *first_off);
