@@ -108,3 +108,12 @@ SELECT queen.log_push_one_v1('us.q', 'p', 1, queen.hash_blob('{pp3}'), -1,
        pg_temp.frames('{pp3}', '{3}'), qtest.pid('us.q', 'p'), 0,
        '00000000-0000-0000-0000-0000000000aa')->>'status' AS other_tenant;
 SELECT count(*) AS us_q_segments FROM queen.log_segments WHERE partition_id = qtest.pid('us.q', 'p');
+
+-- jsonb's size limits: an array of 16,777,217 elements (33.5 MB of text)
+-- cannot be a jsonb (its parse tree's next doubling passes one allocation),
+-- 16,777,216 can; both doors refuse exactly what jsonb_in would, so nothing
+-- is stored that queen.read could not return
+SELECT left(queen._parse_push_body('{"items":[{"queue":"q","payload":[' || repeat('0,', 16777215) || '0]}]}'), 24) AS at_limit;
+SELECT queen._parse_push_body('{"items":[{"queue":"q","payload":[' || repeat('0,', 16777216) || '0]}]}') AS over_limit;
+SELECT pg_temp.push(1, queen.hash_blob('{big}'),
+       pg_temp.frames('{big}', ARRAY['[' || repeat('0,', 16777216) || '0]'])) AS over_limit_sql;

@@ -399,6 +399,19 @@ queen_push_field_end(void *state, char *fname, bool isnull)
 		st->payload = st->payload_start;
 		st->payload_len = st->lex->prev_token_terminator - st->payload_start;
 		st->have_payload = true;
+
+		/*
+		 * jsonb has size limits JSON text does not (QUEEN_JSONB_SAFE_TEXT);
+		 * only a payload long enough to reach them is lexed again to check.
+		 */
+		if (st->payload_len > QUEEN_JSONB_SAFE_TEXT)
+		{
+			char	   *problem = queen_json_problem(st->payload, st->payload_len);
+
+			if (problem != NULL)
+				queen_push_fail(st, psprintf("items[%d]: the payload cannot be stored: %s",
+											 st->nelements - 1, problem));
+		}
 	}
 
 	/* the parser is done with the key; payload keys would pile up otherwise */

@@ -153,6 +153,16 @@ extern void queen_check_transaction_id(const char *txn, size_t len);
 extern char *queen_json_problem(const char *payload, size_t len);
 extern const char *queen_json_number_problem(const char *num, size_t len);
 
+/*
+ * JSON text shorter than this cannot reach jsonb's limits (validate.c): an
+ * element takes at least 2 bytes of text ("0,"), so the 16,777,217
+ * elements jsonb cannot hold need 33,554,433; 8,388,609 pairs need 5 each;
+ * and an element takes at most 13 bytes of jsonb (an entry, a short
+ * numeric, alignment), 6.5 per byte of text, so 33,000,000 bytes stay
+ * under the 256 MB a container may hold.
+ */
+#define QUEEN_JSONB_SAFE_TEXT	33000000
+
 /* ----------------------------------------------------------------
  *		The allocator core (alloc.c)
  * ----------------------------------------------------------------

@@ -17,6 +17,8 @@
 
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
 
 /*
  * Describe what is wrong with a name, or return NULL when it is acceptable.
@@ -86,14 +88,30 @@ queen_check_transaction_id(const char *txn, size_t len)
  * the value.  Without it the store accepts 1e1000000 and every read of
  * that offset fails.
  */
+static const char *queen_json_number_scan(const char *num, size_t len, Size *size);
+
 const char *
 queen_json_number_problem(const char *num, size_t len)
+{
+	Size		size;
+
+	return queen_json_number_scan(num, len, &size);
+}
+
+/*
+ * The same, also giving in *size at most the bytes the number takes in a
+ * jsonb container: its numeric (short or long header, two bytes per
+ * base-10000 digit) and up to three bytes of alignment.
+ */
+static const char *
+queen_json_number_scan(const char *num, size_t len, Size *size)
 {
 	size_t		start = (len > 0 && num[0] == '-') ? 1 : 0;
 	size_t		i;
 	int64		int_digits = 0;
 	int64		frac_digits = 0;
 	int64		first_nonzero = -1; /* decimal position of the leading digit */
+	int64		last_nonzero = 0;	/* and of the trailing one */
 	bool		nonzero = false;
 	int64		exponent = 0;
 	int64		dscale;
@@ -102,20 +120,24 @@ queen_json_number_problem(const char *num, size_t len)
 	for (i = start; i < len && isdigit((unsigned char) num[i]); i++)
 		int_digits++;
 	for (i = start; i < len && isdigit((unsigned char) num[i]); i++)
-		if (!nonzero && num[i] != '0')
+		if (num[i] != '0')
 		{
+			if (!nonzero)
+				first_nonzero = int_digits - 1 - (int64) (i - start);
 			nonzero = true;
-			first_nonzero = int_digits - 1 - (int64) (i - start);
+			last_nonzero = int_digits - 1 - (int64) (i - start);
 		}
 	if (i < len && num[i] == '.')
 	{
 		for (i++; i < len && isdigit((unsigned char) num[i]); i++)
 		{
 			frac_digits++;
-			if (!nonzero && num[i] != '0')
+			if (num[i] != '0')
 			{
+				if (!nonzero)
+					first_nonzero = -frac_digits;
 				nonzero = true;
-				first_nonzero = -frac_digits;
+				last_nonzero = -frac_digits;
 			}
 		}
 	}
@@ -138,34 +160,191 @@ queen_json_number_problem(const char *num, size_t len)
 	}
 
 	dscale = Max(frac_digits - exponent, 0);
+	*size = 3 + VARHDRSZ + sizeof(uint16);	/* zero: a short numeric */
 	if (dscale > 16383)
 		return "it has more than 16383 digits after the decimal point";
 	if (!nonzero)
 		return NULL;			/* zero: no weight to speak of */
 	first_nonzero += exponent;
+	last_nonzero += exponent;
 	/* floor division: numeric groups decimal digits in fours around the point */
 	weight = first_nonzero >= 0 ? first_nonzero / 4 : -((-first_nonzero + 3) / 4);
 	if (weight > 32767)
 		return "it has more than 131072 digits before the decimal point";
+	{
+		int64		last_group = last_nonzero >= 0 ? last_nonzero / 4 : -((-last_nonzero + 3) / 4);
+		bool		is_short = dscale <= 63 && weight >= -64 && weight <= 63;
+
+		*size = 3 + VARHDRSZ + (is_short ? sizeof(uint16) : 2 * sizeof(uint16)) +
+			(Size) (weight - last_group + 1) * sizeof(int16);
+	}
 	return NULL;
+}
+
+/*
+ * What jsonb_in would refuse for size, tracked while lexing.  PostgreSQL
+ * 15 refuses a container whose header, entries and data pass
+ * JENTRY_OFFLENMASK bytes (256 MB), a string over 256 MB, and more array
+ * elements or object pairs than its parse tree can hold: that tree's
+ * array starts at 4 and doubles, so it fails at the first doubling past
+ * one allocation (16,777,216 elements, 8,388,608 pairs), before the
+ * JSONB_MAX_ELEMS check.  Sizes here are upper bounds (alignment counted
+ * at its worst), so a payload accepted here is one jsonb_in takes.
+ */
+static Size
+queen_jsonb_capacity(Size entry_size)
+{
+	Size		cap = 4;
+
+	while (cap * 2 * entry_size <= MaxAllocSize)
+		cap *= 2;
+	return Min(cap, Min(MaxAllocSize / entry_size, JB_CMASK));
+}
+
+#define QUEEN_JSONB_MAX_ELEMS	queen_jsonb_capacity(sizeof(JsonbValue))
+#define QUEEN_JSONB_MAX_PAIRS	queen_jsonb_capacity(sizeof(JsonbPair))
+
+typedef struct QueenJsonbLevel
+{
+	Size		bytes;			/* entries and data of the children so far */
+	Size		count;			/* elements or pairs */
+	bool		object;
+} QueenJsonbLevel;
+
+typedef struct QueenJsonCheck
+{
+	const char *problem;		/* first one found */
+	QueenJsonbLevel *levels;
+	int			depth;
+	int			maxdepth;
+} QueenJsonCheck;
+
+static void
+queen_json_check_fail(QueenJsonCheck *c, const char *problem)
+{
+	if (c->problem == NULL)
+		c->problem = problem;
+}
+
+/* A value of size bytes (alignment included) joins the open container. */
+static void
+queen_json_check_value(QueenJsonCheck *c, Size bytes)
+{
+	QueenJsonbLevel *l;
+
+	if (c->depth == 0)
+		return;
+	l = &c->levels[c->depth - 1];
+	l->bytes += sizeof(JEntry) + bytes;
+	if (l->bytes > JENTRY_OFFLENMASK)
+		queen_json_check_fail(c, l->object ?
+							  "an object's members take more than the 256 MB jsonb allows" :
+							  "an array's elements take more than the 256 MB jsonb allows");
+}
+
+static void
+queen_json_check_open(QueenJsonCheck *c, bool object)
+{
+	if (c->depth == c->maxdepth)
+	{
+		c->maxdepth = Max(16, c->maxdepth * 2);
+		c->levels = c->levels == NULL ?
+			palloc(sizeof(QueenJsonbLevel) * c->maxdepth) :
+			repalloc(c->levels, sizeof(QueenJsonbLevel) * c->maxdepth);
+	}
+	c->levels[c->depth].bytes = 0;
+	c->levels[c->depth].count = 0;
+	c->levels[c->depth].object = object;
+	c->depth++;
+}
+
+static void
+queen_json_check_close(QueenJsonCheck *c)
+{
+	Size		total = sizeof(uint32) + c->levels[c->depth - 1].bytes;	/* header */
+
+	c->depth--;
+	if (total > JENTRY_OFFLENMASK)
+		queen_json_check_fail(c, "a container takes more than the 256 MB jsonb allows");
+	queen_json_check_value(c, 3 + total);
+}
+
+static void
+queen_json_object_start(void *state)
+{
+	queen_json_check_open((QueenJsonCheck *) state, true);
+}
+
+static void
+queen_json_array_start(void *state)
+{
+	queen_json_check_open((QueenJsonCheck *) state, false);
+}
+
+static void
+queen_json_container_end(void *state)
+{
+	queen_json_check_close((QueenJsonCheck *) state);
+}
+
+static void
+queen_json_field_start(void *state, char *fname, bool isnull)
+{
+	QueenJsonCheck *c = (QueenJsonCheck *) state;
+	QueenJsonbLevel *l = &c->levels[c->depth - 1];
+	Size		len = strlen(fname);
+
+	(void) isnull;
+	if (len > JENTRY_OFFLENMASK)
+		queen_json_check_fail(c, "a key is longer than the 256 MB jsonb allows");
+	if (++l->count > QUEEN_JSONB_MAX_PAIRS)
+		queen_json_check_fail(c, "an object has more members than jsonb allows");
+	queen_json_check_value(c, len);
+	pfree(fname);
+}
+
+static void
+queen_json_element_start(void *state, bool isnull)
+{
+	QueenJsonCheck *c = (QueenJsonCheck *) state;
+	QueenJsonbLevel *l = &c->levels[c->depth - 1];
+
+	(void) isnull;
+	if (++l->count > QUEEN_JSONB_MAX_ELEMS)
+		queen_json_check_fail(c, "an array has more elements than jsonb allows");
 }
 
 /* Numbers anywhere in a payload must be numbers jsonb can hold. */
 static void
 queen_json_scalar(void *state, char *token, JsonTokenType type)
 {
-	const char **problem = (const char **) state;
+	QueenJsonCheck *c = (QueenJsonCheck *) state;
+	Size		bytes = 0;
 
-	if (type == JSON_TOKEN_NUMBER && *problem == NULL)
-		*problem = queen_json_number_problem(token, strlen(token));
+	if (type == JSON_TOKEN_NUMBER)
+	{
+		const char *problem = queen_json_number_scan(token, strlen(token), &bytes);
+
+		if (problem != NULL)
+			queen_json_check_fail(c, psprintf("a number in the payload cannot be stored: %s",
+											  problem));
+	}
+	else if (type == JSON_TOKEN_STRING)
+	{
+		bytes = strlen(token);
+		if (bytes > JENTRY_OFFLENMASK)
+			queen_json_check_fail(c, "a string is longer than the 256 MB jsonb allows");
+	}
+	queen_json_check_value(c, bytes);
 	pfree(token);
 }
 
 /*
  * Describe why payload is not JSON that jsonb can hold, or return NULL:
- * valid UTF-8, JSON text, numbers numeric can hold.  Uses PostgreSQL's own
- * lexer without building a tree, with escapes on so that \u0000, which
- * jsonb cannot store, is caught here and not later.
+ * valid UTF-8, JSON text, numbers numeric can hold, containers within
+ * jsonb's limits.  Uses PostgreSQL's own lexer without building a tree,
+ * with escapes on so that \u0000, which jsonb cannot store, is caught here
+ * and not later.
  */
 char *
 queen_json_problem(const char *payload, size_t len)
@@ -173,21 +352,30 @@ queen_json_problem(const char *payload, size_t len)
 	JsonLexContext *lex;
 	JsonParseErrorType result;
 	JsonSemAction sem;
-	const char *number_problem = NULL;
+	QueenJsonCheck check;
 
 	if (len > 0 && memchr(payload, '\0', len) != NULL)
 		return pstrdup("payload contains a NUL byte");
 	if (!pg_verify_mbstr(PG_UTF8, payload, (int) len, true))
 		return pstrdup("payload is not valid UTF-8");
+	memset(&check, 0, sizeof(check));
 	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &number_problem;
+	sem.semstate = &check;
+	sem.object_start = queen_json_object_start;
+	sem.object_end = queen_json_container_end;
+	sem.array_start = queen_json_array_start;
+	sem.array_end = queen_json_container_end;
+	sem.object_field_start = queen_json_field_start;
+	sem.array_element_start = queen_json_element_start;
 	sem.scalar = queen_json_scalar;
 	lex = makeJsonLexContextCstringLen(unconstify(char *, payload), (int) len,
 									   PG_UTF8, true);
 	result = pg_parse_json(lex, &sem);
+	if (check.levels != NULL)
+		pfree(check.levels);
 	if (result != JSON_SUCCESS)
 		return json_errdetail(result, lex);
-	if (number_problem != NULL)
-		return psprintf("a number in the payload cannot be stored: %s", number_problem);
+	if (check.problem != NULL)
+		return pstrdup(check.problem);
 	return NULL;
 }

@@ -2,7 +2,8 @@
 # push that duplicates a message in it.  Before, resolving the original's id
 # raised, the whole bundle failed, and every partition sharing the shard's
 # transaction went to the spool, whose drain failed the same way and set the
-# file aside: items answered "buffered" were never stored.
+# file aside: items answered "buffered" were never stored.  Also: the HTTP
+# door refuses a payload jsonb cannot hold, which no reader could return.
 use strict;
 use warnings;
 
@@ -39,6 +40,24 @@ is(metric($port, 'queen_damaged_segments_total'), 1, 'queen_damaged_segments_tot
 like(slurp_file($node->logfile), qr/WARNING:  queen: the segment at offset 0 of partition \S+ cannot be read/,
 	'the server log names the damaged segment');
 is(metric($port, 'queen_file_buffer_pending'), 0, 'nothing went to the spool');
+# What this door accepts, queen.read returns: a payload jsonb cannot hold
+# (16,777,217 array elements, 33.5 MB of text) is refused with 400, and
+# nothing is stored; one element fewer is stored and read back.
+my $over = '{"items":[{"queue":"dmg.big","payload":[' . ('0,' x 16777216) . '0]}]}';
+my ($s_over, $b_over) = http_request($port, 'POST', '/api/v1/push', $over);
+is($s_over, 400, 'a payload jsonb cannot hold is refused with 400');
+like($b_over, qr/an array has more elements than jsonb allows/, 'and the answer says why');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM queen.queues WHERE name = 'dmg.big'}),
+	'0', 'nothing of it is stored');
+$over = undef;
+my $at = '{"items":[{"queue":"dmg.big","payload":[' . ('0,' x 16777215) . '0]}]}';
+my ($s_at) = http_request($port, 'POST', '/api/v1/push', $at);
+$at = undef;
+is($s_at, 201, 'one element fewer is accepted');
+is($node->safe_psql('postgres',
+		q{SELECT jsonb_array_length(payload) FROM queen.read('dmg.big')}),
+	'16777216', 'and read back whole');
+
 is_deeply([ log_crashes($node) ], [], 'no worker crashed');
 
 $node->stop;
