@@ -280,6 +280,27 @@ queen_push_render(QueenPending *p)
 					   buf.data, buf.len, NULL);
 }
 
+/* The frames of one group, as its shard stores them (and the spool keeps them). */
+static void
+queen_group_frames(StringInfo out, const QueenPushRequest *r, const QueenReqGroup *g)
+{
+	int			k;
+
+	for (k = 0; k < g->nitems; k++)
+	{
+		int			it = g->items[k];
+		QueenFrame	frame;
+
+		memset(&frame, 0, sizeof(frame));
+		frame.message_id = r->ids[it];
+		frame.txn = r->txns[it];
+		frame.txn_len = (uint16) strlen(r->txns[it]);
+		frame.payload = r->items[it].payload;
+		frame.payload_len = (uint32) r->items[it].payload_len;
+		queen_frame_append(out, &frame);
+	}
+}
+
 static void
 queen_handle_push(QueenHttpRequest *req)
 {
@@ -419,19 +440,7 @@ queen_handle_push(QueenHttpRequest *req)
 		queen_msg_put_u16(msg, (uint16) first->partition_len);
 		queen_msg_put(msg, first->partition, first->partition_len);
 		queen_msg_put_u32(msg, (uint32) g->nitems);
-		for (k = 0; k < g->nitems; k++)
-		{
-			int			it = g->items[k];
-			QueenFrame	frame;
-
-			memset(&frame, 0, sizeof(frame));
-			frame.message_id = r->ids[it];
-			frame.txn = r->txns[it];
-			frame.txn_len = (uint16) strlen(r->txns[it]);
-			frame.payload = r->items[it].payload;
-			frame.payload_len = (uint32) r->items[it].payload_len;
-			queen_frame_append(msg, &frame);
-		}
+		queen_group_frames(msg, r, g);
 		queen_send_to_shard(g->shard, msg);
 	}
 
@@ -571,8 +580,7 @@ queen_spool_unknown(List *entries, int shard)
 	{
 		QueenPending *p = (QueenPending *) lfirst(lc);
 		QueenPushRequest *r = p->push;
-		int			i,
-					k;
+		int			i;
 
 		if (p->kind != QUEEN_PENDING_PUSH)
 			continue;
@@ -585,19 +593,7 @@ queen_spool_unknown(List *entries, int shard)
 			if (!queen_group_unsettled(g, shard))
 				continue;
 			resetStringInfo(&frames);
-			for (k = 0; k < g->nitems; k++)
-			{
-				int			it = g->items[k];
-				QueenFrame	frame;
-
-				memset(&frame, 0, sizeof(frame));
-				frame.message_id = r->ids[it];
-				frame.txn = r->txns[it];
-				frame.txn_len = (uint16) strlen(r->txns[it]);
-				frame.payload = r->items[it].payload;
-				frame.payload_len = (uint32) r->items[it].payload_len;
-				queen_frame_append(&frames, &frame);
-			}
+			queen_group_frames(&frames, r, g);
 			rec.tenant = queen_listener_tenant;
 			rec.queue = first->queue;
 			rec.qlen = (uint16) first->queue_len;
