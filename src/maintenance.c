@@ -599,7 +599,14 @@ queen_drain_quarantine_item(const char *name, int gi, int k, QueenDrainGroup *g,
 	QueenSpoolRecord r;
 	char	   *kept = psprintf("%s-g%d-i%d-n1.buf", queen_drain_stem(name), gi, k);
 	char	   *why = NULL;
+	struct stat st;
+	bool		again;
 
+	/*
+	 * Set aside by an earlier pass whose record of it did not commit: the
+	 * same item, written again under the same name, and not counted twice.
+	 */
+	again = stat(psprintf("%s/%s", queen_spool_path("failed"), kept), &st) == 0;
 	initStringInfo(&rec);
 	r.tenant = g->tenant;
 	r.queue = g->queue;
@@ -618,7 +625,8 @@ queen_drain_quarantine_item(const char *name, int gi, int k, QueenDrainGroup *g,
 						name, g->queue, g->partition, unpack_sql_state(sqlerrcode), message, why)));
 		return false;
 	}
-	pg_atomic_fetch_add_u64(&queen_broker->spool.items_quarantined, 1);
+	if (!again)
+		pg_atomic_fetch_add_u64(&queen_broker->spool.items_quarantined, 1);
 	ereport(WARNING,
 			(errmsg("queen spool: QUARANTINED an item answered \"buffered\": queue \"%s\" partition \"%s\" transactionId \"%s\" from \"%s\" cannot be stored (SQLSTATE %s: %s)",
 					g->queue, g->partition, txn, name, unpack_sql_state(sqlerrcode), message),
