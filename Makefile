@@ -22,6 +22,7 @@ OBJS = \
 	src/codec_sql.o \
 	src/shmem.o \
 	src/ring.o \
+	src/wire.o \
 	src/permits.o \
 	src/http.o \
 	src/push_body.o \

@@ -276,20 +276,8 @@ extern void queen_worker_wake(QueenWorkerSlot *slot);
 extern void queen_broker_log_config(const char *who);
 
 /* ----------------------------------------------------------------
- *		Messages on the rings
+ *		Messages on the rings (wire.c, which writes down each layout)
  * ----------------------------------------------------------------
- *
- * Integers are native-endian: both ends are processes of one server.
- *
- * PUSH (listener -> shard): u8 type, u64 request, u32 group, 16-byte tenant,
- *	 u16 queue length, queue, u16 partition length, partition, u32 frame
- *	 count, then the frames packed exactly as stored (docs/FORMAT.md).
- * CONTROL (listener -> shard): u8 type, u64 request, u8 op, 16-byte tenant,
- *	 u32 argument length, argument.
- * VERDICT (shard -> listener): u8 type, u64 request, u32 group, u8 group
- *	 outcome, u32 frame count, then per frame u8 status + 16-byte id.
- * REPLY (shard -> listener): u8 type, u64 request, u16 HTTP status,
- *	 u32 body length, body.
  */
 typedef enum QueenMsgType
 {
@@ -333,17 +321,56 @@ typedef struct QueenMsgReader
 	bool		bad;
 } QueenMsgReader;
 
-extern void queen_msg_put(StringInfo buf, const void *data, Size len);
-extern void queen_msg_put_u8(StringInfo buf, uint8 v);
-extern void queen_msg_put_u16(StringInfo buf, uint16 v);
-extern void queen_msg_put_u32(StringInfo buf, uint32 v);
-extern void queen_msg_put_u64(StringInfo buf, uint64 v);
-extern void queen_msg_reader(QueenMsgReader *r, StringInfo msg);
-extern const char *queen_msg_get(QueenMsgReader *r, Size len);
-extern uint8 queen_msg_get_u8(QueenMsgReader *r);
-extern uint16 queen_msg_get_u16(QueenMsgReader *r);
-extern uint32 queen_msg_get_u32(QueenMsgReader *r);
-extern uint64 queen_msg_get_u64(QueenMsgReader *r);
+/* One struct per message type; strings point into the message. */
+typedef struct QueenWirePush
+{
+	uint64		request;
+	uint32		group;
+	const char *tenant;			/* UUID_LEN bytes */
+	const char *queue;
+	uint16		queue_len;
+	const char *partition;
+	uint16		partition_len;
+	uint32		nframes;		/* the frames follow */
+} QueenWirePush;
+
+typedef struct QueenWireControl
+{
+	uint64		request;
+	uint8		op;				/* QueenControlOp */
+	const char *tenant;			/* UUID_LEN bytes */
+	const char *arg;
+	uint32		arglen;
+} QueenWireControl;
+
+typedef struct QueenWireVerdict
+{
+	uint64		request;
+	uint32		group;
+	uint8		outcome;		/* QueenGroupOutcome */
+	uint32		nframes;		/* per-frame verdicts follow */
+} QueenWireVerdict;
+
+typedef struct QueenWireReply
+{
+	uint64		request;
+	uint16		status;			/* HTTP */
+	const char *body;
+	uint32		len;
+} QueenWireReply;
+
+extern uint8 queen_wire_get_head(QueenMsgReader *r, StringInfo msg, uint64 *request);
+extern void queen_wire_put_push(StringInfo msg, const QueenWirePush *m);
+extern bool queen_wire_get_push(QueenMsgReader *r, QueenWirePush *m);
+extern void queen_wire_put_control(StringInfo msg, const QueenWireControl *m);
+extern bool queen_wire_get_control(QueenMsgReader *r, QueenWireControl *m);
+extern void queen_wire_put_verdict(StringInfo msg, const QueenWireVerdict *m);
+extern void queen_wire_put_verdict_frame(StringInfo msg, uint8 status, const pg_uuid_t *id);
+extern bool queen_wire_get_verdict(QueenMsgReader *r, QueenWireVerdict *m);
+extern bool queen_wire_get_verdict_frame(QueenMsgReader *r, uint8 *status, const char **id);
+extern void queen_wire_put_reply(StringInfo msg, const QueenWireReply *m);
+extern bool queen_wire_get_reply(QueenMsgReader *r, QueenWireReply *m);
+
 
 /* ----------------------------------------------------------------
  *		Push permits (permits.c)

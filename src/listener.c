@@ -431,15 +431,14 @@ queen_handle_push(QueenHttpRequest *req)
 			if (need < MaxAllocSize)
 				enlargeStringInfo(msg, (int) need);
 		}
-		queen_msg_put_u8(msg, QUEEN_MSG_PUSH);
-		queen_msg_put_u64(msg, id);
-		queen_msg_put_u32(msg, (uint32) i);
-		queen_msg_put(msg, queen_listener_tenant.data, UUID_LEN);
-		queen_msg_put_u16(msg, (uint16) first->queue_len);
-		queen_msg_put(msg, first->queue, first->queue_len);
-		queen_msg_put_u16(msg, (uint16) first->partition_len);
-		queen_msg_put(msg, first->partition, first->partition_len);
-		queen_msg_put_u32(msg, (uint32) g->nitems);
+		{
+			QueenWirePush m = {id, (uint32) i, (const char *) queen_listener_tenant.data,
+				first->queue, (uint16) first->queue_len,
+				first->partition, (uint16) first->partition_len,
+			(uint32) g->nitems};
+
+			queen_wire_put_push(msg, &m);
+		}
 		queen_group_frames(msg, r, g);
 		queen_send_to_shard(g->shard, msg);
 	}
@@ -457,17 +456,21 @@ static void
 queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 {
 	QueenPushRequest *r = p->push;
-	uint32		group = queen_msg_get_u32(m);
-	uint8		outcome = queen_msg_get_u8(m);
-	uint32		nframes = queen_msg_get_u32(m);
+	QueenWireVerdict v;
+	uint32		group;
+	uint8		outcome;
+	uint32		nframes;
 	QueenReqGroup *g;
 	uint32		k;
 
-	if (m->bad || group >= (uint32) r->ngroups)
+	if (!queen_wire_get_verdict(m, &v) || v.group >= (uint32) r->ngroups)
 	{
 		elog(LOG, "queen listener %d: dropped a malformed verdict", queen_listener_index);
 		return;
 	}
+	group = v.group;
+	outcome = v.outcome;
+	nframes = v.nframes;
 	g = &r->groups[group];
 	if (g->answered)
 		return;
@@ -480,11 +483,12 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 	for (k = 0; outcome == QUEEN_GROUP_DONE && k < (uint32) g->nitems; k++)
 	{
 		int			it = g->items[k];
-		uint8		status = queen_msg_get_u8(m);
-		const char *idp = queen_msg_get(m, UUID_LEN);
+		uint8		status;
+		const char *idp;
 
 		/* anything else stays without a verdict and renders failed */
-		if (!m->bad && (status == QUEEN_VERDICT_QUEUED || status == QUEEN_VERDICT_DUPLICATE ||
+		if (queen_wire_get_verdict_frame(m, &status, &idp) &&
+			(status == QUEEN_VERDICT_QUEUED || status == QUEEN_VERDICT_DUPLICATE ||
 						status == QUEEN_VERDICT_BUFFERED))
 		{
 			r->status[it] = status;
@@ -757,12 +761,12 @@ queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, 
 	p->shard = shard;
 
 	msg = queen_message_new();
-	queen_msg_put_u8(msg, QUEEN_MSG_CONTROL);
-	queen_msg_put_u64(msg, id);
-	queen_msg_put_u8(msg, (uint8) op);
-	queen_msg_put(msg, queen_listener_tenant.data, UUID_LEN);
-	queen_msg_put_u32(msg, (uint32) arglen);
-	queen_msg_put(msg, arg, arglen);
+	{
+		QueenWireControl m = {id, (uint8) op, (const char *) queen_listener_tenant.data,
+		arg, (uint32) arglen};
+
+		queen_wire_put_control(msg, &m);
+	}
 	queen_send_to_shard(shard, msg);
 }
 
@@ -1004,16 +1008,14 @@ queen_check_shards(void)
 static void
 queen_take_reply(QueenPending *p, QueenMsgReader *m)
 {
-	uint16		status = queen_msg_get_u16(m);
-	uint32		len = queen_msg_get_u32(m);
-	const char *body = queen_msg_get(m, len);
+	QueenWireReply reply;
 
-	if (m->bad || status < 100 || status > 599)
+	if (!queen_wire_get_reply(m, &reply) || reply.status < 100 || reply.status > 599)
 	{
 		queen_respond_error(p->http, 500, "malformed reply from the broker's shard");
 		return;
 	}
-	queen_http_respond(p->http, status, "application/json", body, len, NULL);
+	queen_http_respond(p->http, reply.status, "application/json", reply.body, reply.len, NULL);
 }
 
 /* Take every verdict and reply the shards have for us. */
@@ -1045,10 +1047,8 @@ queen_drain_verdicts(void)
 			if (msg == NULL)
 				break;
 
-			queen_msg_reader(&m, msg);
-			type = queen_msg_get_u8(&m);
-			id = queen_msg_get_u64(&m);
-			if (m.bad)
+			type = queen_wire_get_head(&m, msg, &id);
+			if (type == 0)
 				continue;
 			p = (QueenPending *) hash_search(queen_pending, &id, HASH_FIND, NULL);
 			if (p == NULL)

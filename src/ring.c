@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * ring.c
- *	  Single-producer single-consumer byte rings in shared memory, and the
- *	  message framing the broker's processes use on them.
+ *	  Single-producer single-consumer byte rings in shared memory, moving
+ *	  length-framed messages (their contents are wire.c's).
  *
  * Why not shm_mq: a shm_mq cannot be reused once either side detaches, and
  * a broker worker that restarts (an ERROR escaping, exit 1) must be able to
@@ -367,112 +367,4 @@ reset:
 	resetStringInfo(&r->msg);
 	*epoch_changed = true;
 	return NULL;
-}
-
-/* ----------------------------------------------------------------
- *		Message encoding
- * ----------------------------------------------------------------
- */
-
-void
-queen_msg_put(StringInfo buf, const void *data, Size len)
-{
-	appendBinaryStringInfo(buf, (const char *) data, (int) len);
-}
-
-void
-queen_msg_put_u8(StringInfo buf, uint8 v)
-{
-	appendStringInfoCharMacro(buf, (char) v);
-}
-
-void
-queen_msg_put_u16(StringInfo buf, uint16 v)
-{
-	queen_msg_put(buf, &v, sizeof(v));
-}
-
-void
-queen_msg_put_u32(StringInfo buf, uint32 v)
-{
-	queen_msg_put(buf, &v, sizeof(v));
-}
-
-void
-queen_msg_put_u64(StringInfo buf, uint64 v)
-{
-	queen_msg_put(buf, &v, sizeof(v));
-}
-
-void
-queen_msg_reader(QueenMsgReader *r, StringInfo msg)
-{
-	r->data = msg->data;
-	r->len = (Size) msg->len;
-	r->pos = 0;
-	r->bad = false;
-}
-
-/* A message shorter than its fields says marks the reader bad, never reads past. */
-const char *
-queen_msg_get(QueenMsgReader *r, Size len)
-{
-	const char *p;
-
-	if (r->bad || r->len - r->pos < len)
-	{
-		r->bad = true;
-		return NULL;
-	}
-	p = r->data + r->pos;
-	r->pos += len;
-	return p;
-}
-
-/* Copy len bytes into dst, or zeros once the message ran short. */
-static void
-queen_msg_copy(QueenMsgReader *r, void *dst, Size len)
-{
-	const char *p = queen_msg_get(r, len);
-
-	if (p)
-		memcpy(dst, p, len);
-	else
-		memset(dst, 0, len);
-}
-
-uint8
-queen_msg_get_u8(QueenMsgReader *r)
-{
-	uint8		v;
-
-	queen_msg_copy(r, &v, sizeof(v));
-	return v;
-}
-
-uint16
-queen_msg_get_u16(QueenMsgReader *r)
-{
-	uint16		v;
-
-	queen_msg_copy(r, &v, sizeof(v));
-	return v;
-}
-
-uint32
-queen_msg_get_u32(QueenMsgReader *r)
-{
-	uint32		v;
-
-	queen_msg_copy(r, &v, sizeof(v));
-	return v;
-}
-
-uint64
-queen_msg_get_u64(QueenMsgReader *r)
-{
-	uint64		v;
-
-	queen_msg_copy(r, &v, sizeof(v));
-	return v;
 }

@@ -295,14 +295,12 @@ queen_shard_answers_pending(void)
 }
 
 static StringInfo
-queen_answer_new(QueenMsgType type, uint64 request)
+queen_answer_new(void)
 {
 	MemoryContext old = MemoryContextSwitchTo(queen_shard_cxt);
 	StringInfo	msg = makeStringInfo();
 
 	MemoryContextSwitchTo(old);
-	queen_msg_put_u8(msg, (uint8) type);
-	queen_msg_put_u64(msg, request);
 	return msg;
 }
 
@@ -316,11 +314,10 @@ queen_answer_send(int listener, StringInfo msg)
 static StringInfo
 queen_verdict_new(uint64 request, uint32 group, QueenGroupOutcome outcome, uint32 nframes)
 {
-	StringInfo	msg = queen_answer_new(QUEEN_MSG_VERDICT, request);
+	StringInfo	msg = queen_answer_new();
+	QueenWireVerdict v = {request, group, (uint8) outcome, nframes};
 
-	queen_msg_put_u32(msg, group);
-	queen_msg_put_u8(msg, (uint8) outcome);
-	queen_msg_put_u32(msg, nframes);
+	queen_wire_put_verdict(msg, &v);
 	return msg;
 }
 
@@ -334,11 +331,10 @@ queen_answer_group(int listener, uint64 request, uint32 group, QueenGroupOutcome
 static void
 queen_answer_reply(int listener, uint64 request, int status, const char *body, Size len)
 {
-	StringInfo	msg = queen_answer_new(QUEEN_MSG_REPLY, request);
+	StringInfo	msg = queen_answer_new();
+	QueenWireReply m = {request, (uint16) status, body, (uint32) len};
 
-	queen_msg_put_u16(msg, (uint16) status);
-	queen_msg_put_u32(msg, (uint32) len);
-	queen_msg_put(msg, body, len);
+	queen_wire_put_reply(msg, &m);
 	queen_answer_send(listener, msg);
 }
 
@@ -351,13 +347,11 @@ static void
 queen_shard_take_push(int listener, StringInfo raw)
 {
 	QueenMsgReader r;
+	QueenWirePush m;
 	uint64		request;
 	uint32		group;
-	const char *tenant;
 	uint16		qlen,
 				plen;
-	const char *queue;
-	const char *partition;
 	uint32		nframes;
 	const char *frames;
 	Size		frames_len;
@@ -365,24 +359,21 @@ queen_shard_take_push(int listener, StringInfo raw)
 	uint32		k;
 	QueenShardGroup *g;
 
-	queen_msg_reader(&r, raw);
-	(void) queen_msg_get_u8(&r);
-	request = queen_msg_get_u64(&r);
-	group = queen_msg_get_u32(&r);
-	tenant = queen_msg_get(&r, UUID_LEN);
-	qlen = queen_msg_get_u16(&r);
-	queue = queen_msg_get(&r, qlen);
-	plen = queen_msg_get_u16(&r);
-	partition = queen_msg_get(&r, plen);
-	nframes = queen_msg_get_u32(&r);
-	if (r.bad || qlen == 0 || plen == 0 || qlen > QUEEN_MAX_NAME_BYTES ||
-		plen > QUEEN_MAX_NAME_BYTES || nframes == 0)
+	(void) queen_wire_get_head(&r, raw, &m.request);
+	if (!queen_wire_get_push(&r, &m) || m.queue_len == 0 || m.partition_len == 0 ||
+		m.queue_len > QUEEN_MAX_NAME_BYTES || m.partition_len > QUEEN_MAX_NAME_BYTES ||
+		m.nframes == 0)
 	{
 		elog(LOG, "queen shard %d: dropped a malformed submission", queen_shard_index);
 		if (!r.bad)
-			queen_answer_group(listener, request, group, QUEEN_GROUP_FAILED);
+			queen_answer_group(listener, m.request, m.group, QUEEN_GROUP_FAILED);
 		return;
 	}
+	request = m.request;
+	group = m.group;
+	qlen = m.queue_len;
+	plen = m.partition_len;
+	nframes = m.nframes;
 	frames = r.data + r.pos;
 	frames_len = r.len - r.pos;
 
@@ -408,7 +399,7 @@ queen_shard_take_push(int listener, StringInfo raw)
 		return;
 	}
 
-	g = queen_group_lookup((const pg_uuid_t *) tenant, queue, qlen, partition, plen);
+	g = queen_group_lookup((const pg_uuid_t *) m.tenant, m.queue, qlen, m.partition, plen);
 	if (g->ncontrib == g->maxcontrib)
 	{
 		g->maxcontrib *= 2;
@@ -437,31 +428,25 @@ static void
 queen_shard_take_control(int listener, StringInfo raw)
 {
 	QueenMsgReader r;
+	QueenWireControl m;
 	QueenControl *c;
-	const char *tenant;
-	const char *arg;
 	MemoryContext old;
 
-	queen_msg_reader(&r, raw);
-	(void) queen_msg_get_u8(&r);
+	(void) queen_wire_get_head(&r, raw, &m.request);
+	if (!queen_wire_get_control(&r, &m))
+	{
+		elog(LOG, "queen shard %d: dropped a malformed control request", queen_shard_index);
+		return;
+	}
 	old = MemoryContextSwitchTo(queen_shard_cxt);
 	c = palloc0(sizeof(QueenControl));
 	c->listener = listener;
-	c->request = queen_msg_get_u64(&r);
-	c->op = queen_msg_get_u8(&r);
-	tenant = queen_msg_get(&r, UUID_LEN);
-	c->arglen = queen_msg_get_u32(&r);
-	arg = queen_msg_get(&r, c->arglen);
-	if (r.bad)
-	{
-		MemoryContextSwitchTo(old);
-		elog(LOG, "queen shard %d: dropped a malformed control request", queen_shard_index);
-		pfree(c);
-		return;
-	}
-	memcpy(c->tenant.data, tenant, UUID_LEN);
+	c->request = m.request;
+	c->op = m.op;
+	c->arglen = m.arglen;
+	memcpy(c->tenant.data, m.tenant, UUID_LEN);
 	c->arg = palloc(c->arglen + 1);
-	memcpy(c->arg, arg, c->arglen);
+	memcpy(c->arg, m.arg, c->arglen);
 	c->arg[c->arglen] = '\0';
 	queen_controls = lappend(queen_controls, c);
 	MemoryContextSwitchTo(old);
@@ -601,9 +586,9 @@ queen_shard_route(QueenShardGroup *g, QueenBundleGroup *bg, QueenGroupOutcome ou
 		{
 			QueenBundleFrame *f = &bg->frames[k];
 
-			queen_msg_put_u8(msg, f->status == QUEEN_SEGMENT_QUEUED ?
-							 QUEEN_VERDICT_QUEUED : QUEEN_VERDICT_DUPLICATE);
-			queen_msg_put(msg, f->message_id.data, UUID_LEN);
+			queen_wire_put_verdict_frame(msg, f->status == QUEEN_SEGMENT_QUEUED ?
+										 QUEEN_VERDICT_QUEUED : QUEEN_VERDICT_DUPLICATE,
+										 &f->message_id);
 		}
 		queen_answer_send(ct->listener, msg);
 	}
@@ -676,8 +661,7 @@ queen_shard_route_all(QueenShardGroup *g, QueenFrameVerdict status)
 			/* decoded once already on arrival, so this cannot fail */
 			if (queen_frame_decode(g->packed.data, g->packed.len, &pos, &frame) != NULL)
 				elog(ERROR, "queen: accumulated frames do not decode");
-			queen_msg_put_u8(msg, (uint8) status);
-			queen_msg_put(msg, frame.message_id.data, UUID_LEN);
+			queen_wire_put_verdict_frame(msg, (uint8) status, &frame.message_id);
 		}
 		queen_answer_send(ct->listener, msg);
 	}
