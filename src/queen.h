@@ -152,6 +152,7 @@ extern void queen_check_partition_name(const char *name, size_t len);
 extern void queen_check_transaction_id(const char *txn, size_t len);
 extern char *queen_json_problem(const char *payload, size_t len);
 extern const char *queen_json_number_problem(const char *num, size_t len);
+extern char *queen_json_syntax_problem(const char *payload, size_t len);
 
 /*
  * JSON text shorter than this cannot reach jsonb's limits (validate.c): an

@@ -115,7 +115,7 @@ queen_read_segment(ReturnSetInfo *rsinfo, QueenReadPosition *pos,
 			if (!pg_verifymbstr(frame.txn, frame.txn_len, true))
 				queen_read_corrupted(pos, base, "transactionId is not valid UTF-8");
 			values[2] = PointerGetDatum(cstring_to_text_with_len(frame.txn, frame.txn_len));
-			problem = queen_json_problem(frame.payload, frame.payload_len);
+			problem = queen_json_syntax_problem(frame.payload, frame.payload_len);
 			if (problem != NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
