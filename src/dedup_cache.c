@@ -538,9 +538,8 @@ queen_dedup_own_any_dirty(void)
 /*
  * The partitions whose row is behind what this transaction allocated, in a
  * palloc'd array (in CurrentMemoryContext); they are no longer dirty (the
- * caller writes them, or the transaction fails).  QueenOwnAlloc sits right
- * after the pid in no particular way, so the caller gets the pid through
- * queen_dedup_own_pid.  Returns how many.
+ * caller writes them, or the transaction fails).  Each one's partition id
+ * is queen_dedup_own_pid's.  Returns how many.
  */
 int
 queen_dedup_own_dirty(QueenOwnAlloc ***dirty)

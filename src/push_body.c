@@ -421,7 +421,9 @@ queen_push_field_end(void *state, char *fname, bool isnull)
 
 /*
  * Every number in the body, payloads included, must be one jsonb can hold:
- * what this door accepts, queen.read must be able to return.
+ * what this door accepts, queen.read must be able to return.  Only set when
+ * queen_json_numbers_need_check says a body may hold such a number: asking
+ * the parser for scalars costs a copy of each one.
  */
 static void
 queen_push_scalar(void *state, char *token, JsonTokenType type)
@@ -555,7 +557,8 @@ queen_parse_push_body(const char *body, size_t len, int max_items,
 	sem.array_element_start = queen_push_element_start;
 	sem.object_field_start = queen_push_field_start;
 	sem.object_field_end = queen_push_field_end;
-	sem.scalar = queen_push_scalar;
+	if (queen_json_numbers_need_check(body, len))
+		sem.scalar = queen_push_scalar;
 
 	result = pg_parse_json(lex, &sem);
 

@@ -153,6 +153,7 @@ extern void queen_check_transaction_id(const char *txn, size_t len);
 extern char *queen_json_problem(const char *payload, size_t len);
 extern const char *queen_json_number_problem(const char *num, size_t len);
 extern char *queen_json_syntax_problem(const char *payload, size_t len);
+extern bool queen_json_numbers_need_check(const char *text, size_t len);
 
 /*
  * JSON text shorter than this cannot reach jsonb's limits (validate.c): an

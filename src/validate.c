@@ -99,6 +99,50 @@ queen_json_number_problem(const char *num, size_t len)
 }
 
 /*
+ * Can JSON text hold a number numeric cannot?  A cheap byte scan that says
+ * no for nearly every body, so the HTTP parser asks for its tokens (a copy
+ * of each scalar) only when it must.  A number is out of numeric's range
+ * only with more than 16383 digits after the point or a weight past 32767
+ * base-10000 digits; without a run of 4096 digits or an exponent of 4
+ * digits, its digits and exponent add up to less than 5100 of either.
+ */
+bool
+queen_json_numbers_need_check(const char *text, size_t len)
+{
+	size_t		run = 0;
+	size_t		i;
+
+	for (i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) text[i];
+
+		if (c >= '0' && c <= '9')
+		{
+			if (++run >= 4096)
+				return true;
+			continue;
+		}
+		run = 0;
+		if (c == 'e' || c == 'E')
+		{
+			size_t		j = i + 1;
+			size_t		digits = 0;
+
+			if (j < len && (text[j] == '+' || text[j] == '-'))
+				j++;
+			while (j < len && isdigit((unsigned char) text[j]) && digits < 4)
+			{
+				j++;
+				digits++;
+			}
+			if (digits >= 4)
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
  * The same, also giving in *size at most the bytes the number takes in a
  * jsonb container: its numeric (short or long header, two bytes per
  * base-10000 digit) and up to three bytes of alignment.
