@@ -8,30 +8,15 @@ MODULE_big = queen
 DATA = queen--1.0.sql
 PGFILEDESC = "queen - partitioned, ordered, durable message queue"
 
+# Two doors over one core (docs/ARCHITECTURE.md, "Source map"):
+# src/core is the codec, validation and the log, src/sql the SQL functions,
+# src/broker the HTTP broker's background workers.
 OBJS = \
 	src/module.o \
 	src/guc.o \
-	src/codec.o \
-	src/validate.o \
-	src/alloc.o \
-	src/dedup_cache.o \
-	src/alloc_sql.o \
-	src/bundle.o \
-	src/push.o \
-	src/read.o \
-	src/codec_sql.o \
-	src/shmem.o \
-	src/ring.o \
-	src/wire.o \
-	src/permits.o \
-	src/http.o \
-	src/push_body.o \
-	src/configure.o \
-	src/listener.o \
-	src/shard.o \
-	src/spool.o \
-	src/maintenance.o \
-	src/metrics.o
+	$(patsubst %.c,%.o,$(sort $(wildcard src/core/*.c))) \
+	$(patsubst %.c,%.o,$(sort $(wildcard src/sql/*.c))) \
+	$(patsubst %.c,%.o,$(sort $(wildcard src/broker/*.c)))
 
 # xxHash: XXH3-128 of transactionIds; zstd: segment compression;
 # http-parser: the broker's HTTP/1.1 request parsing.
@@ -43,7 +28,7 @@ INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
 
 # -isystem keeps warnings from PostgreSQL's own headers out of -Wextra,
 # so any warning printed is ours.
-PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src
+PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core -I$(srcdir)/src/broker
 PG_CFLAGS = -Wall -Wextra
 
 REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read tenants rollback privileges failure_modes big_transaction untrusted_segments
@@ -54,4 +39,7 @@ ISOLATION_OPTS = --load-extension=queen
 
 include $(PGXS)
 
-$(OBJS): src/queen.h src/broker.h
+# Every object depends on every header: few enough that precision is not
+# worth a missed rebuild.
+QUEEN_HEADERS = $(wildcard src/*/*.h)
+$(OBJS): $(QUEEN_HEADERS)

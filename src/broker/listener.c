@@ -37,6 +37,7 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "wire.h"
 #include "http.h"
 
 #include <http_parser.h>

@@ -47,6 +47,7 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "wire.h"
 
 #include "access/xact.h"
 #include "commands/extension.h"

@@ -22,6 +22,7 @@
 
 #include "nodes/pg_list.h"
 #include "port/atomics.h"
+#include "ring.h"
 #include "storage/latch.h"
 #include "storage/spin.h"
 
@@ -71,67 +72,6 @@ extern char *queen_spool_directory;
 extern int	queen_push_statement_timeout_ms;
 extern bool queen_maintenance_mode_setting;
 extern char *queen_test_fault_setting;
-
-/* ----------------------------------------------------------------
- *		Rings (ring.c)
- * ----------------------------------------------------------------
- */
-
-/*
- * A byte ring with one writer and one reader.  Positions count bytes ever
- * written and read; they and the epoch change under the spinlock, data is
- * copied outside it (the region between the positions belongs to exactly
- * one side).  A restarting worker resets the rings it owns by bumping the
- * epoch; the other side notices, drops any half-moved message and fails
- * what it had outstanding.
- */
-typedef struct QueenRing
-{
-	slock_t		mutex;
-	uint32		epoch;
-	uint64		written;
-	uint64		read;
-	bool		writer_waiting;	/* writer found it full and wants a wake-up */
-	Size		size;
-	char		data[FLEXIBLE_ARRAY_MEMBER];
-} QueenRing;
-
-/* Messages are a u32 length followed by that many bytes. */
-typedef struct QueenRingWriter
-{
-	QueenRing  *ring;
-	uint32		epoch;			/* the epoch our queued bytes belong to */
-	MemoryContext cxt;			/* where the queue's list lives */
-	bool		resend_on_reset;	/* reader restarted: resend, not drop */
-	List	   *queue;			/* StringInfo messages not yet fully written */
-	Size		head_done;		/* bytes of the first queued message written */
-} QueenRingWriter;
-
-typedef struct QueenRingReader
-{
-	QueenRing  *ring;
-	uint32		epoch;
-	MemoryContext cxt;
-	char		lenbuf[4];
-	int			lenhave;
-	StringInfoData msg;			/* message being reassembled */
-	uint32		msglen;
-	bool		inmsg;
-	bool		wake_writer;	/* we made room the writer was waiting for */
-} QueenRingReader;
-
-extern Size queen_ring_shmem_size(Size size);
-extern void queen_ring_init(QueenRing *ring, Size size);
-extern void queen_ring_reset(QueenRing *ring);
-
-extern void queen_ring_writer_init(QueenRingWriter *w, QueenRing *ring, MemoryContext cxt,
-								   bool resend_on_reset);
-extern void queen_ring_send(QueenRingWriter *w, StringInfo msg);
-extern bool queen_ring_flush(QueenRingWriter *w, bool *epoch_changed);
-extern void queen_ring_writer_discard(QueenRingWriter *w);
-
-extern void queen_ring_reader_init(QueenRingReader *r, QueenRing *ring, MemoryContext cxt);
-extern StringInfo queen_ring_receive(QueenRingReader *r, bool *epoch_changed);
 
 /* ----------------------------------------------------------------
  *		Shared memory (shmem.c)
@@ -274,103 +214,6 @@ extern void queen_worker_wake(QueenWorkerSlot *slot);
 /* The states a worker shows once it has stopped taking new work. */
 #define QUEEN_WORKERS_GOING	((1U << QUEEN_WORKER_STOPPED) | (1U << QUEEN_WORKER_CLOSING))
 extern void queen_broker_log_config(const char *who);
-
-/* ----------------------------------------------------------------
- *		Messages on the rings (wire.c, which writes down each layout)
- * ----------------------------------------------------------------
- */
-typedef enum QueenMsgType
-{
-	QUEEN_MSG_PUSH = 1,
-	QUEEN_MSG_CONTROL,
-	QUEEN_MSG_VERDICT,
-	QUEEN_MSG_REPLY
-} QueenMsgType;
-
-typedef enum QueenControlOp
-{
-	QUEEN_CONTROL_HEALTH = 1,
-	QUEEN_CONTROL_CONFIGURE,
-	QUEEN_CONTROL_DELETE_QUEUE
-} QueenControlOp;
-
-/* Outcome of a whole group. */
-typedef enum QueenGroupOutcome
-{
-	QUEEN_GROUP_DONE = 0,		/* per-frame statuses follow */
-	QUEEN_GROUP_FAILED,			/* the bundle's transaction failed */
-	QUEEN_GROUP_UNAVAILABLE,	/* database or extension not there */
-	QUEEN_GROUP_SPOOL_FAILED	/* maintenance mode, and the spool failed */
-} QueenGroupOutcome;
-
-/* Per-frame status in a verdict. */
-typedef enum QueenFrameVerdict
-{
-	QUEEN_VERDICT_QUEUED = 1,
-	QUEEN_VERDICT_DUPLICATE,
-	QUEEN_VERDICT_FAILED,
-	QUEEN_VERDICT_BUFFERED		/* on disk in the spool, committed later */
-} QueenFrameVerdict;
-
-/* Cursor over a received message. */
-typedef struct QueenMsgReader
-{
-	const char *data;
-	Size		len;
-	Size		pos;
-	bool		bad;
-} QueenMsgReader;
-
-/* One struct per message type; strings point into the message. */
-typedef struct QueenWirePush
-{
-	uint64		request;
-	uint32		group;
-	const char *tenant;			/* UUID_LEN bytes */
-	const char *queue;
-	uint16		queue_len;
-	const char *partition;
-	uint16		partition_len;
-	uint32		nframes;		/* the frames follow */
-} QueenWirePush;
-
-typedef struct QueenWireControl
-{
-	uint64		request;
-	uint8		op;				/* QueenControlOp */
-	const char *tenant;			/* UUID_LEN bytes */
-	const char *arg;
-	uint32		arglen;
-} QueenWireControl;
-
-typedef struct QueenWireVerdict
-{
-	uint64		request;
-	uint32		group;
-	uint8		outcome;		/* QueenGroupOutcome */
-	uint32		nframes;		/* per-frame verdicts follow */
-} QueenWireVerdict;
-
-typedef struct QueenWireReply
-{
-	uint64		request;
-	uint16		status;			/* HTTP */
-	const char *body;
-	uint32		len;
-} QueenWireReply;
-
-extern uint8 queen_wire_get_head(QueenMsgReader *r, StringInfo msg, uint64 *request);
-extern void queen_wire_put_push(StringInfo msg, const QueenWirePush *m);
-extern bool queen_wire_get_push(QueenMsgReader *r, QueenWirePush *m);
-extern void queen_wire_put_control(StringInfo msg, const QueenWireControl *m);
-extern bool queen_wire_get_control(QueenMsgReader *r, QueenWireControl *m);
-extern void queen_wire_put_verdict(StringInfo msg, const QueenWireVerdict *m);
-extern void queen_wire_put_verdict_frame(StringInfo msg, uint8 status, const pg_uuid_t *id);
-extern bool queen_wire_get_verdict(QueenMsgReader *r, QueenWireVerdict *m);
-extern bool queen_wire_get_verdict_frame(QueenMsgReader *r, uint8 *status, const char **id);
-extern void queen_wire_put_reply(StringInfo msg, const QueenWireReply *m);
-extern bool queen_wire_get_reply(QueenMsgReader *r, QueenWireReply *m);
-
 
 /* ----------------------------------------------------------------
  *		Push permits (permits.c)
