@@ -64,6 +64,52 @@ queen_ring_epoch(QueenRing *ring)
 }
 
 /*
+ * Both positions, read under the lock while the ring is still at our epoch
+ * (false once it is not).  A writer that finds no room marks itself
+ * waiting in the same critical section, so the reader that makes room next
+ * cannot miss it.
+ */
+static bool
+queen_ring_positions(QueenRing *ring, uint32 epoch, bool writer,
+					 uint64 *written, uint64 *read)
+{
+	SpinLockAcquire(&ring->mutex);
+	if (ring->epoch != epoch)
+	{
+		SpinLockRelease(&ring->mutex);
+		return false;
+	}
+	*written = ring->written;
+	*read = ring->read;
+	if (writer && *written - *read == ring->size)
+		ring->writer_waiting = true;
+	SpinLockRelease(&ring->mutex);
+	return true;
+}
+
+/*
+ * Copy n bytes between the ring at position pos and a flat buffer, in two
+ * pieces when they wrap past the end of the ring's data.
+ */
+static void
+queen_ring_copy(QueenRing *ring, uint64 pos, char *flat, Size n, bool to_ring)
+{
+	Size		at = (Size) (pos % ring->size);
+	Size		first = Min(n, ring->size - at);
+
+	if (to_ring)
+	{
+		memcpy(ring->data + at, flat, first);
+		memcpy(ring->data, flat + first, n - first);
+	}
+	else
+	{
+		memcpy(flat, ring->data + at, first);
+		memcpy(flat + first, ring->data, n - first);
+	}
+}
+
+/*
  * Copy up to len bytes into the ring.  Returns the count written, or -1 if
  * the ring's epoch is not ours any more.
  */
@@ -72,33 +118,14 @@ queen_ring_put(QueenRing *ring, uint32 epoch, const char *src, Size len)
 {
 	uint64		written;
 	uint64		read;
-	Size		room;
 	Size		n;
-	Size		at;
-	Size		first;
 
-	SpinLockAcquire(&ring->mutex);
-	if (ring->epoch != epoch)
-	{
-		SpinLockRelease(&ring->mutex);
+	if (!queen_ring_positions(ring, epoch, true, &written, &read))
 		return -1;
-	}
-	written = ring->written;
-	read = ring->read;
-	room = ring->size - (Size) (written - read);
-	if (room == 0)
-		ring->writer_waiting = true;
-	SpinLockRelease(&ring->mutex);
-
-	n = Min(room, len);
+	n = Min(ring->size - (Size) (written - read), len);
 	if (n == 0)
 		return 0;
-
-	at = (Size) (written % ring->size);
-	first = Min(n, ring->size - at);
-	memcpy(ring->data + at, src, first);
-	if (n > first)
-		memcpy(ring->data, src + first, n - first);
+	queen_ring_copy(ring, written, unconstify(char *, src), n, true);
 
 	SpinLockAcquire(&ring->mutex);
 	if (ring->epoch != epoch)
@@ -121,31 +148,14 @@ queen_ring_get(QueenRing *ring, uint32 epoch, char *dst, Size len,
 {
 	uint64		written;
 	uint64		read;
-	Size		avail;
 	Size		n;
-	Size		at;
-	Size		first;
 
-	SpinLockAcquire(&ring->mutex);
-	if (ring->epoch != epoch)
-	{
-		SpinLockRelease(&ring->mutex);
+	if (!queen_ring_positions(ring, epoch, false, &written, &read))
 		return -1;
-	}
-	written = ring->written;
-	read = ring->read;
-	SpinLockRelease(&ring->mutex);
-
-	avail = (Size) (written - read);
-	n = Min(avail, len);
+	n = Min((Size) (written - read), len);
 	if (n == 0)
 		return 0;
-
-	at = (Size) (read % ring->size);
-	first = Min(n, ring->size - at);
-	memcpy(dst, ring->data + at, first);
-	if (n > first)
-		memcpy(dst + first, ring->data, n - first);
+	queen_ring_copy(ring, read, dst, n, false);
 
 	SpinLockAcquire(&ring->mutex);
 	if (ring->epoch != epoch)
