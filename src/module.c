@@ -6,12 +6,12 @@
  * Queen works without being preloaded: the SQL door only needs its
  * settings and the dedup cache's transaction callbacks, set up here on
  * first load.  Only when preloaded does it also request the broker's
- * shared memory and register its workers (shmem.c).
+ * shared memory and register its workers (worker.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
-#include "broker.h"
+#include "worker.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"

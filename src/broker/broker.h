@@ -1,9 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * broker.h
- *	  Declarations shared by the HTTP broker's processes: the shared-memory
- *	  layout, the rings between listeners and shards, the message formats
- *	  that travel on them, the push permit pool and the metrics counters.
+ *	  Declarations shared by the HTTP broker's processes: its settings, the
+ *	  shared-memory layout (worker slots, the permit pool's and the spool's
+ *	  shared state, the counters) with its accessors (shmem.c), and the
+ *	  metrics.  Each concern beside them has a header of its own: the rings
+ *	  (ring.h), the messages on them (wire.h), the worker runtime
+ *	  (worker.h), the permits (permits.h), the spool and maintenance mode
+ *	  (spool.h).
  *
  * The broker is two kinds of background worker.  Listeners speak HTTP and
  * never touch the database; fusion shards own disjoint sets of partitions
@@ -95,14 +99,6 @@ typedef struct QueenWorkerSlot
 	bool		connect_attempted;	/* last start tried the database */
 } QueenWorkerSlot;
 
-/* The three kinds of broker worker. */
-typedef enum QueenWorkerKind
-{
-	QUEEN_LISTENER,
-	QUEEN_SHARD,
-	QUEEN_MAINTENANCE
-} QueenWorkerKind;
-
 /* Counters shown on /metrics/prometheus. */
 typedef struct QueenMetrics
 {
@@ -151,9 +147,10 @@ typedef struct QueenPermitPool
 } QueenPermitPool;
 
 /*
- * The spool's shared state (spool.c, maintenance.c).  The maintenance flag
- * is authoritative here; the state file in the spool directory keeps it
- * across restarts.  The gauges are written by the maintenance worker.
+ * The spool's shared state (spool.c, maintenance.c, drain.c).  The
+ * maintenance flag is authoritative here; the state file in the spool
+ * directory keeps it across restarts.  The gauges are written by the
+ * maintenance worker.
  */
 typedef struct QueenSpoolShared
 {
@@ -196,16 +193,9 @@ typedef struct QueenBrokerShared
 extern QueenBrokerShared *queen_broker;
 extern void queen_metrics_publish_core(void);
 
-extern void queen_broker_preload(void);
+extern void queen_shmem_install(int listeners, int shards, void (*fill) (void));
 extern QueenRing *queen_submit_ring(int listener, int shard);
 extern QueenRing *queen_verdict_ring(int shard, int listener);
-extern QueenWorkerSlot *queen_worker_begin(QueenWorkerKind kind, int index);
-extern void queen_worker_connect(QueenWorkerSlot *slot, const char *who);
-extern void queen_worker_poll_signals(void);
-extern void queen_statement_timeout_start(void);
-extern void queen_statement_timeout_stop(bool check);
-extern int	queen_shutdown_grace_ms(bool shard);
-extern bool queen_test_fault(const char *name);
 extern void queen_worker_set_state(QueenWorkerSlot *slot, QueenWorkerState state);
 extern QueenWorkerState queen_worker_state(QueenWorkerSlot *slot);
 extern bool queen_workers_all_in(QueenWorkerSlot *slots, int n, uint32 states);
@@ -213,81 +203,14 @@ extern void queen_worker_wake(QueenWorkerSlot *slot);
 
 /* The states a worker shows once it has stopped taking new work. */
 #define QUEEN_WORKERS_GOING	((1U << QUEEN_WORKER_STOPPED) | (1U << QUEEN_WORKER_CLOSING))
-extern void queen_broker_log_config(const char *who);
 
 /* ----------------------------------------------------------------
- *		Push permits (permits.c)
+ *		Metrics (metrics.c)
  * ----------------------------------------------------------------
  */
-extern void queen_permits_init(QueenPermitPool *pool);
-extern bool queen_permit_try_acquire(int shard);
-extern void queen_permit_cancel_wait(int shard);
-extern void queen_permit_release(int shard, int nsegments, int64 exec_us, int64 commit_us);
-extern void queen_permits_reclaim(int shard, const char *when);
-extern void queen_permits_reconfigure(void);
-
-/* ----------------------------------------------------------------
- *		Workers and metrics
- * ----------------------------------------------------------------
- */
-extern PGDLLEXPORT void queen_listener_main(Datum arg);
-extern PGDLLEXPORT void queen_shard_main(Datum arg);
-extern PGDLLEXPORT void queen_maintenance_main(Datum arg);
 extern void queen_metrics_render(StringInfo out);
 extern void queen_metric(StringInfo out, const char *name, const char *type, const char *help);
 extern void queen_metrics_bundle_summary(void);
 extern void queen_health_json(StringInfo out, bool connected, const char *error);
-
-extern int	queen_shard_of(const pg_uuid_t *tenant, const char *queue, Size qlen,
-						   const char *partition, Size plen, int nshards);
-
-/* ----------------------------------------------------------------
- *		The disk spool (spool.c) and maintenance mode (maintenance.c)
- * ----------------------------------------------------------------
- */
-
-/* One record of a spool file: a partition's frames from one flush. */
-typedef struct QueenSpoolRecord
-{
-	pg_uuid_t	tenant;
-	const char *queue;
-	uint16		qlen;
-	const char *partition;
-	uint16		plen;
-	uint32		nframes;
-	const char *frames;
-	Size		frames_len;
-} QueenSpoolRecord;
-
-typedef enum QueenSpoolStep
-{
-	QUEEN_SPOOL_RECORD,			/* an intact record */
-	QUEEN_SPOOL_DAMAGED,		/* a record that fails its checksum; skipped */
-	QUEEN_SPOOL_TRUNCATED,		/* the rest of the file cannot be read */
-	QUEEN_SPOOL_END
-} QueenSpoolStep;
-
-extern void queen_spool_append_record(StringInfo buf, const QueenSpoolRecord *rec);
-extern bool queen_spool_write(StringInfo records, int items, int shard, char **why);
-extern bool queen_spool_write_file(StringInfo records, int items, int owner, char **why);
-extern void queen_spool_finish(int shard);
-extern long queen_spool_idle(int shard, TimestampTz now);
-extern void queen_spool_recover(int shard, int nshards);
-extern QueenSpoolStep queen_spool_next(const char *data, Size len, Size *pos,
-									   QueenSpoolRecord *rec, Size *bad_start);
-extern char *queen_spool_read_file(const char *path, Size *len, char **why);
-extern bool queen_spool_sync_dir(const char *dir, char **why);
-extern bool queen_spool_ensure_dir(const char *dir, char **why);
-extern char *queen_spool_path(const char *name);
-extern List *queen_spool_list(uint64 *items);
-extern uint64 queen_spool_file_items(const char *name);
-extern void queen_spool_failed_stats(uint64 *files, uint64 *bytes, uint64 *items);
-extern bool queen_spool_quarantine(const char *name, const char *data, Size len, char **why);
-
-extern void queen_maintenance_load(void);
-extern bool queen_maintenance_on(void);
-extern uint64 queen_spool_pending(void);
-extern void queen_maintenance_set(bool on, bool setting);
-extern void queen_buffers_json(StringInfo out, int shape);
 
 #endif							/* QUEEN_BROKER_H */

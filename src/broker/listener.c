@@ -37,6 +37,8 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "spool.h"
+#include "worker.h"
 #include "wire.h"
 #include "http.h"
 

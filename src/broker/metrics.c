@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "spool.h"
 
 #include "utils/json.h"
 #include "utils/timestamp.h"

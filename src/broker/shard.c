@@ -4,7 +4,7 @@
  *	  A fusion shard: the background worker that turns the frames of many
  *	  concurrent requests into few commits.
  *
- * A shard owns the partitions that hash to it (shmem.c, queen_shard_of),
+ * A shard owns the partitions that hash to it (worker.c, queen_shard_of),
  * so all of its state is private to this process and needs no locks.
  * Frames arrive from the listeners' submission rings and accumulate in one
  * group per (tenant, queue, partition).  The three rules of the seed:
@@ -33,40 +33,34 @@
  * maintenance mode every ready group goes to the spool instead of the
  * database, all of them in one durable write.
  *
- * Error recovery follows TimescaleDB's job runner: each transaction runs
- * inside PG_TRY; on error the shard copies and logs the error, aborts the
- * transaction, answers the affected requests and carries on.  An ERROR
- * outside those blocks ends the process with exit code 1 and the
- * postmaster starts it again; the listeners notice the new incarnation and
- * spool what it had not answered (listener.c).  The push permit it held
- * goes back to the pool from its exit callback (permits.c).
+ * Every transaction goes through the worker runtime's runner (worker.c,
+ * queen_worker_transact), which returns an error instead of raising it:
+ * the shard answers the affected requests and carries on.  An ERROR
+ * outside it ends the process with exit code 1 and the postmaster starts
+ * it again; the listeners notice the new incarnation and spool what it
+ * had not answered (listener.c).  The push permit it held goes back to
+ * the pool from its exit callback (permits.c).  Its answers to the
+ * listeners are shard_answer.c's, its control requests shard_control.c's.
  *
  * The database may not exist when the cluster starts: see
- * queen_worker_connect (shmem.c).
+ * queen_worker_connect (worker.c).
  *
  *-------------------------------------------------------------------------
  */
-#include "broker.h"
-#include "wire.h"
+#include "shard.h"
+#include "permits.h"
+#include "spool.h"
+#include "worker.h"
 
-#include "access/xact.h"
-#include "commands/extension.h"
 #include "common/hashfn.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
-#include "storage/latch.h"
 #include "storage/pmsignal.h"
-#include "tcop/tcopprot.h"
 #include "utils/backend_status.h"
-#include "utils/guc.h"
 #include "utils/hsearch.h"
-#include "utils/json.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -110,30 +104,18 @@ typedef struct QueenShardGroup
 	dlist_node	ready_node;
 } QueenShardGroup;
 
-/* A control request waiting for its turn between bundles. */
-typedef struct QueenControl
-{
-	int			listener;
-	uint64		request;
-	uint8		op;
-	pg_uuid_t	tenant;
-	char	   *arg;
-	uint32		arglen;
-} QueenControl;
-
 static int	queen_shard_index;
 static QueenWorkerSlot *queen_shard_slot;
 static HTAB *queen_groups;
 static dlist_head queen_ready = DLIST_STATIC_INIT(queen_ready);
-static List *queen_controls = NIL;
 static MemoryContext queen_shard_cxt;	/* groups and their buffers */
 static MemoryContext queen_bundle_cxt;	/* one bundle, reset after it */
 static QueenRingReader queen_readers[QUEEN_MAX_LISTENERS];
-static QueenRingWriter queen_writers[QUEEN_MAX_LISTENERS];
 static bool queen_extension_ready = false;
 static bool queen_extension_known = false;
 static TimestampTz queen_extension_checked = 0;
 static bool queen_shard_closing = false;
+static char *queen_shard_who;	/* "shard <index>", for the logs */
 static Size queen_backlog_bytes = 0;	/* frames accumulated, not yet flushed */
 
 /* ----------------------------------------------------------------
@@ -257,89 +239,6 @@ queen_groups_sweep(TimestampTz now)
 }
 
 /* ----------------------------------------------------------------
- *		Answers to listeners
- * ----------------------------------------------------------------
- */
-
-/* Push queued answers into the verdict rings; wake listeners that got some. */
-static void
-queen_shard_flush_answers(void)
-{
-	int			l;
-
-	for (l = 0; l < queen_broker->nlisteners; l++)
-	{
-		bool		reset;
-
-		if (queen_writers[l].queue == NIL)
-			continue;
-		if (queen_worker_state(&queen_broker->listeners[l]) == QUEEN_WORKER_STOPPED)
-		{
-			/* nobody to answer: its clients' connections died with it */
-			queen_ring_writer_discard(&queen_writers[l]);
-			continue;
-		}
-		if (queen_ring_flush(&queen_writers[l], &reset))
-			queen_worker_wake(&queen_broker->listeners[l]);
-	}
-}
-
-static bool
-queen_shard_answers_pending(void)
-{
-	int			l;
-
-	for (l = 0; l < queen_broker->nlisteners; l++)
-		if (queen_writers[l].queue != NIL)
-			return true;
-	return false;
-}
-
-static StringInfo
-queen_answer_new(void)
-{
-	MemoryContext old = MemoryContextSwitchTo(queen_shard_cxt);
-	StringInfo	msg = makeStringInfo();
-
-	MemoryContextSwitchTo(old);
-	return msg;
-}
-
-static void
-queen_answer_send(int listener, StringInfo msg)
-{
-	queen_ring_send(&queen_writers[listener], msg);
-}
-
-/* A verdict for one group of a request; nframes per-frame verdicts follow. */
-static StringInfo
-queen_verdict_new(uint64 request, uint32 group, QueenGroupOutcome outcome, uint32 nframes)
-{
-	StringInfo	msg = queen_answer_new();
-	QueenWireVerdict v = {request, group, (uint8) outcome, nframes};
-
-	queen_wire_put_verdict(msg, &v);
-	return msg;
-}
-
-/* A whole group answered without per-frame verdicts. */
-static void
-queen_answer_group(int listener, uint64 request, uint32 group, QueenGroupOutcome outcome)
-{
-	queen_answer_send(listener, queen_verdict_new(request, group, outcome, 0));
-}
-
-static void
-queen_answer_reply(int listener, uint64 request, int status, const char *body, Size len)
-{
-	StringInfo	msg = queen_answer_new();
-	QueenWireReply m = {request, (uint16) status, body, (uint32) len};
-
-	queen_wire_put_reply(msg, &m);
-	queen_answer_send(listener, msg);
-}
-
-/* ----------------------------------------------------------------
  *		Receiving
  * ----------------------------------------------------------------
  */
@@ -425,34 +324,6 @@ queen_shard_take_push(int listener, StringInfo raw)
 	}
 }
 
-static void
-queen_shard_take_control(int listener, StringInfo raw)
-{
-	QueenMsgReader r;
-	QueenWireControl m;
-	QueenControl *c;
-	MemoryContext old;
-
-	(void) queen_wire_get_head(&r, raw, &m.request);
-	if (!queen_wire_get_control(&r, &m))
-	{
-		elog(LOG, "queen shard %d: dropped a malformed control request", queen_shard_index);
-		return;
-	}
-	old = MemoryContextSwitchTo(queen_shard_cxt);
-	c = palloc0(sizeof(QueenControl));
-	c->listener = listener;
-	c->request = m.request;
-	c->op = m.op;
-	c->arglen = m.arglen;
-	memcpy(c->tenant.data, m.tenant, UUID_LEN);
-	c->arg = palloc(c->arglen + 1);
-	memcpy(c->arg, m.arg, c->arglen);
-	c->arg[c->arglen] = '\0';
-	queen_controls = lappend(queen_controls, c);
-	MemoryContextSwitchTo(old);
-}
-
 /* Take every complete message the listeners have left for us. */
 static void
 queen_shard_receive(void)
@@ -513,11 +384,7 @@ queen_shard_check_extension(bool force)
 	if (!force && !TimestampDifferenceExceeds(queen_extension_checked, now, 1000))
 		return false;
 	queen_extension_checked = now;
-
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	ready = OidIsValid(get_extension_oid("queen", true));
-	CommitTransactionCommand();
+	ready = queen_worker_extension_present();
 
 	if (ready != queen_extension_ready || !queen_extension_known)
 	{
@@ -536,33 +403,6 @@ queen_shard_check_extension(bool force)
 		queen_worker_set_state(queen_shard_slot,
 							   ready ? QUEEN_WORKER_READY : QUEEN_WORKER_WAITING);
 	return ready;
-}
-
-/*
- * Log an error caught in a transaction block and clean up after it.  Must
- * be called in PG_CATCH with a memory context that outlives the
- * transaction current; returns the error's message, copied there.
- */
-static char *
-queen_shard_recover(const char *what, int *sqlerrcode)
-{
-	ErrorData  *edata;
-	char	   *message;
-
-	queen_statement_timeout_stop(false);
-	edata = CopyErrorData();
-	FlushErrorState();
-	AbortCurrentTransaction();
-	if (sqlerrcode)
-		*sqlerrcode = edata->sqlerrcode;
-	if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-		pg_atomic_fetch_add_u64(&queen_broker->spool.statement_timeouts, 1);
-	ereport(LOG,
-			(errmsg("queen shard %d: %s failed: %s", queen_shard_index, what, edata->message),
-			 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
-	message = pstrdup(edata->message);
-	FreeErrorData(edata);
-	return message;
 }
 
 /* Route a group's verdicts to every request that fed it. */
@@ -595,47 +435,19 @@ queen_shard_route(QueenShardGroup *g, QueenBundleGroup *bg, QueenGroupOutcome ou
 	}
 }
 
-/*
- * The bundle's transaction.  Returns false if it failed (logged, rolled
- * back); the timings say how long the statements and the COMMIT took.
- */
-static bool
-queen_shard_transact(QueenBundleGroup *bgs, int n, int64 *exec_us, int64 *commit_us)
+/* The bundle's statements: the engine's working memory is the transaction's, verdicts land in bgs. */
+typedef struct QueenBundleTx
 {
-	volatile TimestampTz before_commit = 0;
-	volatile bool ok = false;
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz end;
+	QueenBundleGroup *bgs;
+	int			n;
+} QueenBundleTx;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PG_TRY();
-	{
-		PushActiveSnapshot(GetTransactionSnapshot());
-		pgstat_report_activity(STATE_RUNNING, "queen: push bundle");
-		/* the engine's working memory is the transaction's; verdicts land in bgs */
-		queen_statement_timeout_start();
-		queen_bundle_push(bgs, n);
-		queen_statement_timeout_stop(true);
-		PopActiveSnapshot();
-		before_commit = GetCurrentTimestamp();
-		CommitTransactionCommand();
-		ok = true;
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(queen_bundle_cxt);
-		(void) queen_shard_recover("push bundle", NULL);
-	}
-	PG_END_TRY();
-	end = GetCurrentTimestamp();
-	pgstat_report_activity(STATE_IDLE, NULL);
-	pgstat_report_stat(false);
-	MemoryContextSwitchTo(queen_bundle_cxt);
+static void
+queen_shard_bundle_body(void *arg)
+{
+	QueenBundleTx *tx = (QueenBundleTx *) arg;
 
-	*exec_us = ok ? before_commit - start : 0;
-	*commit_us = ok ? end - before_commit : 0;
-	return ok;
+	queen_bundle_push(tx->bgs, tx->n);
 }
 
 /*
@@ -760,6 +572,8 @@ queen_shard_run_bundle(void)
 	int			segments = 0;
 	uint64		queued = 0,
 				dups = 0;
+	QueenBundleTx bundle;
+	QueenTxResult result;
 	MemoryContext old;
 
 	old = MemoryContextSwitchTo(queen_bundle_cxt);
@@ -780,7 +594,12 @@ queen_shard_run_bundle(void)
 								chosen[i]->partition, chosen[i]->packed.data,
 								chosen[i]->packed.len, chosen[i]->nframes);
 
-	ok = queen_shard_transact(bgs, n, &exec_us, &commit_us);
+	bundle.bgs = bgs;
+	bundle.n = n;
+	ok = queen_worker_transact("push bundle", queen_shard_who, queen_shard_bundle_body,
+							   &bundle, &result);
+	exec_us = result.exec_us;
+	commit_us = result.commit_us;
 	if (ok && queen_test_fault("shard_error_after_commit"))
 		elog(ERROR, "queen.test_fault: shard %d fails between COMMIT and its answers",
 			 queen_shard_index);
@@ -831,83 +650,6 @@ queen_shard_run_bundle(void)
 	queen_shard_flush_answers();
 }
 
-/* Run one control request in its own transaction and answer it. */
-static void
-queen_shard_run_control(QueenControl *c)
-{
-	StringInfoData out;
-	volatile int status = 500;
-	MemoryContext old = MemoryContextSwitchTo(queen_bundle_cxt);
-
-	initStringInfo(&out);
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PG_TRY();
-	{
-		PushActiveSnapshot(GetTransactionSnapshot());
-		queen_statement_timeout_start();
-		switch (c->op)
-		{
-			case QUEEN_CONTROL_HEALTH:
-				/* a catalog read in a transaction: the database answers */
-				pgstat_report_activity(STATE_RUNNING, "queen: health");
-				if (OidIsValid(get_extension_oid("queen", true)))
-				{
-					status = 200;
-					queen_health_json(&out, true, NULL);
-				}
-				else
-				{
-					status = 503;
-					queen_health_json(&out, true, "extension queen is not installed");
-				}
-				break;
-			case QUEEN_CONTROL_CONFIGURE:
-				pgstat_report_activity(STATE_RUNNING, "queen: configure");
-				status = queen_configure_queue(&c->tenant, c->arg, c->arglen, &out);
-				break;
-			case QUEEN_CONTROL_DELETE_QUEUE:
-				pgstat_report_activity(STATE_RUNNING, "queen: delete queue");
-				status = queen_delete_queue(&c->tenant, c->arg, &out);
-				break;
-			default:
-				status = 400;
-				appendStringInfoString(&out, "{\"error\":\"unknown control request\"}");
-				break;
-		}
-		queen_statement_timeout_stop(true);
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-	}
-	PG_CATCH();
-	{
-		char	   *message;
-
-		MemoryContextSwitchTo(queen_bundle_cxt);
-		message = queen_shard_recover("control request", NULL);
-		resetStringInfo(&out);
-		if (c->op == QUEEN_CONTROL_HEALTH)
-		{
-			status = 503;
-			queen_health_json(&out, false, message);
-		}
-		else
-		{
-			status = 500;
-			appendStringInfoString(&out, "{\"error\":");
-			escape_json(&out, message);
-			appendStringInfoChar(&out, '}');
-		}
-	}
-	PG_END_TRY();
-	pgstat_report_activity(STATE_IDLE, NULL);
-	pgstat_report_stat(false);
-
-	queen_answer_reply(c->listener, c->request, status, out.data, out.len);
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(queen_bundle_cxt);
-}
-
 /* ----------------------------------------------------------------
  *		Main loop
  * ----------------------------------------------------------------
@@ -955,27 +697,25 @@ queen_shard_test_start_wait(void)
 	while (queen_test_fault_setting != NULL &&
 		   strcmp(queen_test_fault_setting, "shard_start_wait") == 0)
 	{
-		if (ShutdownRequestPending)
-			proc_exit(0);
+		queen_worker_poll_signals();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 100L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
+		queen_worker_poll_signals();
 	}
 }
 
-void
-queen_shard_main(Datum arg)
+/*
+ * Everything before the loop: the slot, the permits and spool files a
+ * predecessor left, the connection, the memory and the rings.
+ */
+static void
+queen_shard_start(int index)
 {
-	TimestampTz closing_since = 0;
-	TimestampTz last_sweep;
 	int			l;
 
-	queen_shard_index = DatumGetInt32(arg);
+	queen_shard_index = index;
+	queen_shard_who = psprintf("shard %d", index);
 	queen_shard_slot = queen_worker_begin(QUEEN_SHARD, queen_shard_index);
 	if (queen_shard_slot == NULL)
 		proc_exit(0);
@@ -983,7 +723,7 @@ queen_shard_main(Datum arg)
 	queen_permits_reclaim(queen_shard_index, "at start (left by the previous process)");
 	on_shmem_exit(queen_shard_exit, Int32GetDatum(queen_shard_index));
 	queen_shard_test_start_wait();
-	queen_worker_connect(queen_shard_slot, psprintf("shard %d", queen_shard_index));
+	queen_worker_connect(queen_shard_slot, queen_shard_who);
 	pgstat_report_appname("queen shard");
 	/* what an earlier process of this shard left half-written */
 	queen_spool_recover(queen_shard_index, queen_broker->nshards);
@@ -994,12 +734,10 @@ queen_shard_main(Datum arg)
 											 ALLOCSET_DEFAULT_SIZES);
 	queen_groups_create();
 	for (l = 0; l < queen_broker->nlisteners; l++)
-	{
 		queen_ring_reader_init(&queen_readers[l], queen_submit_ring(l, queen_shard_index),
 							   queen_shard_cxt);
-		queen_ring_writer_init(&queen_writers[l], queen_verdict_ring(queen_shard_index, l),
-							   queen_shard_cxt, true);
-	}
+	queen_shard_answers_init(queen_shard_index, queen_shard_cxt);
+	queen_shard_controls_init(queen_shard_who, queen_shard_cxt, queen_bundle_cxt);
 
 	if (queen_shard_index == 0)
 		queen_broker_log_config("shard");
@@ -1007,14 +745,93 @@ queen_shard_main(Datum arg)
 	/* listeners may have been waiting for us */
 	for (l = 0; l < queen_broker->nlisteners; l++)
 		queen_worker_wake(&queen_broker->listeners[l]);
+}
 
+/*
+ * One turn's work: control requests, then a bundle (or, in maintenance
+ * mode, the spool) if a group is ready and a permit free.  Returns whether
+ * anything was done; *now is when the groups were looked at, and *timeout
+ * is lowered to when the next turn is due.
+ */
+static bool
+queen_shard_work(TimestampTz *now, long *timeout)
+{
+	bool		worked = queen_shard_run_controls();
+	long		hold_ms;
+
+	*now = GetCurrentTimestamp();
+
+	if (queen_shard_has_ready(*now, &hold_ms))
+	{
+		if (queen_maintenance_on())
+		{
+			queen_shard_spool_ready();
+			worked = true;
+		}
+		else if (queen_permit_try_acquire(queen_shard_index))
+		{
+			queen_shard_run_bundle();
+			worked = true;
+		}
+		else
+			*timeout = queen_fusion_hold_ms;
+	}
+	else if (hold_ms >= 0)
+		*timeout = hold_ms;
+	return worked;
+}
+
+/*
+ * A closing shard with nothing more to do: true to exit 0 (every listener
+ * gone, or the grace spent).  Terminated alone, it exits 1 from here.
+ */
+static bool
+queen_shard_close(TimestampTz closing_since, TimestampTz now, long *timeout)
+{
+	bool		idle = dlist_is_empty(&queen_ready) && !queen_shard_answers_pending();
+
+	/* every listener gone (or never started): nothing more can arrive */
+	if (idle && queen_workers_all_in(queen_broker->listeners, queen_broker->nlisteners,
+									 1U << QUEEN_WORKER_STOPPED))
+		return true;
+
+	/*
+	 * SIGTERM for this shard alone (pg_terminate_backend): what it held is
+	 * answered; exit 1 so the postmaster starts it again, where exit 0
+	 * would unregister it for good.  The listeners get the same signal at
+	 * a cluster shutdown, so give them a moment to show it before deciding.
+	 */
+	if (idle && queen_worker_alone(queen_broker->listeners, queen_broker->nlisteners,
+								   closing_since, now))
+	{
+		queen_spool_finish(queen_shard_index);
+		queen_worker_restart(queen_shard_who);
+	}
+	if (TimestampDifferenceExceeds(closing_since, now, queen_shutdown_grace_ms(true)))
+	{
+		ereport(LOG,
+				(errmsg("queen shard %d: listeners did not finish within %d ms; exiting",
+						queen_shard_index, queen_shutdown_grace_ms(true))));
+		return true;
+	}
+	*timeout = Min(*timeout, 100);
+	return false;
+}
+
+void
+queen_shard_main(Datum arg)
+{
+	TimestampTz closing_since = 0;
+	TimestampTz last_sweep;
+
+	queen_shard_start(DatumGetInt32(arg));
 	last_sweep = GetCurrentTimestamp();
 	for (;;)
 	{
 		TimestampTz now;
 		long		timeout = 1000;
-		long		hold_ms;
-		bool		worked = false;
+		long		spool_due;
+		bool		worked;
 
 		/* a cancel between transactions has nothing to cancel */
 		QueryCancelPending = false;
@@ -1022,17 +839,10 @@ queen_shard_main(Datum arg)
 		/* under steady load the loop never waits on the latch, which would notice */
 		if (!PostmasterIsAlive())
 			proc_exit(1);
-		if (ConfigReloadPending)
+		if (queen_worker_reload() && queen_shard_index == 0)
 		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-			if (queen_test_fault_setting == NULL || queen_test_fault_setting[0] == '\0')
-				pg_atomic_write_u32(&queen_broker->test_fault_fired, 0);
-			if (queen_shard_index == 0)
-			{
-				queen_permits_reconfigure();
-				queen_broker_log_config("shard (reloaded)");
-			}
+			queen_permits_reconfigure();
+			queen_broker_log_config("shard (reloaded)");
 		}
 		if (ShutdownRequestPending && !queen_shard_closing)
 		{
@@ -1045,46 +855,14 @@ queen_shard_main(Datum arg)
 			(void) queen_shard_check_extension(false);
 
 		queen_shard_receive();
-
-		while (queen_controls != NIL)
-		{
-			QueenControl *c = (QueenControl *) linitial(queen_controls);
-
-			queen_controls = list_delete_first(queen_controls);
-			queen_shard_run_control(c);
-			pfree(c->arg);
-			pfree(c);
-			worked = true;
-		}
-
-		now = GetCurrentTimestamp();
-		if (queen_shard_has_ready(now, &hold_ms))
-		{
-			if (queen_maintenance_on())
-			{
-				queen_shard_spool_ready();
-				worked = true;
-			}
-			else if (queen_permit_try_acquire(queen_shard_index))
-			{
-				queen_shard_run_bundle();
-				worked = true;
-			}
-			else
-				timeout = queen_fusion_hold_ms;
-		}
-		else if (hold_ms >= 0)
-			timeout = hold_ms;
+		worked = queen_shard_work(&now, &timeout);
 
 		queen_shard_flush_answers();
 		if (queen_shard_answers_pending())
 			timeout = Min(timeout, 10);
-		{
-			long		spool_due = queen_spool_idle(queen_shard_index, now);
-
-			if (spool_due >= 0)
-				timeout = Min(timeout, spool_due);
-		}
+		spool_due = queen_spool_idle(queen_shard_index, now);
+		if (spool_due >= 0)
+			timeout = Min(timeout, spool_due);
 
 		/* under steady load too, or memory would follow every partition ever seen */
 		if (TimestampDifferenceExceeds(last_sweep, now, 10000))
@@ -1095,42 +873,8 @@ queen_shard_main(Datum arg)
 
 		if (worked)
 			continue;
-
-		if (queen_shard_closing)
-		{
-			bool		idle = dlist_is_empty(&queen_ready) && !queen_shard_answers_pending();
-
-			/* every listener gone (or never started): nothing more can arrive */
-			if (idle && queen_workers_all_in(queen_broker->listeners, queen_broker->nlisteners,
-											 1U << QUEEN_WORKER_STOPPED))
-				break;
-
-			/*
-			 * SIGTERM for this shard alone (pg_terminate_backend): what it
-			 * held is answered; exit 1 so the postmaster starts it again,
-			 * where exit 0 would unregister it for good.  The listeners
-			 * get the same signal at a cluster shutdown, so give them a
-			 * moment to show it before deciding.
-			 */
-			if (idle && !queen_workers_all_in(queen_broker->listeners, queen_broker->nlisteners,
-											  QUEEN_WORKERS_GOING) &&
-				TimestampDifferenceExceeds(closing_since, now, 500))
-			{
-				ereport(LOG,
-						(errmsg("queen shard %d: terminated while the broker runs; restarting",
-								queen_shard_index)));
-				queen_spool_finish(queen_shard_index);
-				proc_exit(1);
-			}
-			if (TimestampDifferenceExceeds(closing_since, now, queen_shutdown_grace_ms(true)))
-			{
-				ereport(LOG,
-						(errmsg("queen shard %d: listeners did not finish within %d ms; exiting",
-								queen_shard_index, queen_shutdown_grace_ms(true))));
-				break;
-			}
-			timeout = Min(timeout, 100);
-		}
+		if (queen_shard_closing && queen_shard_close(closing_since, now, &timeout))
+			break;
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, PG_WAIT_EXTENSION);

@@ -12,7 +12,7 @@
  *
  * while it is being written, renamed to "...-n<items>.buf" once finished
  * (idle for QUEEN_SPOOL_IDLE_MS, or big enough).  Names sort oldest first;
- * the maintenance worker (maintenance.c) drains only .buf files.  A
+ * the maintenance worker (drain.c) drains only .buf files.  A
  * listener that spools the items of a shard that died in flight writes a
  * whole file at once instead (queen_spool_write_file), as ".part" until
  * it is durable, with owner QUEEN_MAX_SHARDS + its index in place of the
@@ -45,7 +45,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "broker.h"
+#include "spool.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -682,6 +682,24 @@ queen_spool_idle(int shard, TimestampTz now)
 }
 
 /*
+ * Who a spool file belongs to, from its name: the owner (a shard, or a
+ * listener past QUEEN_MAX_SHARDS) and the pid of the process that wrote it.
+ */
+static bool
+queen_spool_name_parse(const char *name, int *owner, int *pid)
+{
+	long long	ms;
+	int			writer;
+	unsigned	seq;
+
+	if (sscanf(name, "queen-%13lld-%2d-%d-%6u", &ms, owner, &writer, &seq) != 4)
+		return false;
+	if (pid != NULL)
+		*pid = writer;
+	return true;
+}
+
+/*
  * Finish what a previous process left behind: .tmp files of this shard
  * (or, for the maintenance worker, shard = -1, of shards that no longer
  * exist).  Intact records are counted into the name; a torn tail is left
@@ -698,10 +716,7 @@ queen_spool_recover(int shard, int nshards)
 	foreach(lc, names)
 	{
 		const char *name = (const char *) lfirst(lc);
-		long long	ms;
-		int			owner,
-					pid;
-		unsigned	seq;
+		int			owner;
 		char	   *path;
 		char	   *data;
 		Size		len = 0;
@@ -711,7 +726,7 @@ queen_spool_recover(int shard, int nshards)
 		QueenSpoolRecord rec;
 		QueenSpoolStep step;
 
-		if (sscanf(name, "queen-%13lld-%2d-%d-%6u", &ms, &owner, &pid, &seq) != 4)
+		if (!queen_spool_name_parse(name, &owner, NULL))
 			continue;
 		if (shard >= 0 ? owner != shard : (owner >= 0 && owner < nshards))
 			continue;
@@ -764,12 +779,10 @@ queen_spool_recover(int shard, int nshards)
 		foreach(lc, names)
 		{
 			const char *name = (const char *) lfirst(lc);
-			long long	ms;
 			int			owner,
 						pid;
-			unsigned	seq;
 
-			if (sscanf(name, "queen-%13lld-%2d-%d-%6u", &ms, &owner, &pid, &seq) == 4 &&
+			if (queen_spool_name_parse(name, &owner, &pid) &&
 				pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
 			{
 				char	   *path = queen_spool_path(name);

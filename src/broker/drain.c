@@ -1,0 +1,305 @@
+/*-------------------------------------------------------------------------
+ *
+ * drain.c
+ *	  The maintenance worker, which drains the disk spool (spool.c) into
+ *	  the database exactly once while maintenance mode (maintenance.c) is
+ *	  off.
+ *
+ * The drain.  While maintenance mode is off, the worker takes finished
+ * spool files oldest first and commits each one in one transaction
+ * through the bundle engine (bundle.c), with the frames as spooled: the
+ * message ids the clients were given, the original transactionIds, and a
+ * full dedup probe, so an item whose transactionId is already stored comes
+ * back duplicate and is dropped.  The transaction also inserts the file's
+ * name into queen.spool_drained, and the file is deleted only after the
+ * commit: a crash in between leaves a file the next attempt recognises and
+ * deletes without replaying, whatever the queues' dedup windows.
+ *
+ * Failures.  A file that cannot be committed whole is not retried whole:
+ * the drain stores it part by part, each part in a transaction of its own
+ * with its own key in queen.spool_drained ("<file>#g<group>" for one
+ * partition's items, "<file>#g<group>#i<item>" for one item), so what was
+ * committed is never replayed and a smaller transaction fits where the
+ * whole file did not (a replay longer than queen.push_statement_timeout).
+ * A partition that fails goes item by item.  An item the database refuses
+ * for a reason that will not pass by itself (a constraint, bad data) is
+ * quarantined: kept under failed/ as a one-record spool file, counted, and
+ * logged at WARNING; everything else of the file commits.  A part that
+ * fails for a reason of the moment (a lock, a timeout, the database gone)
+ * stays in the spool; its file is tried again after a growing delay of its
+ * own, and later files go on meanwhile, except for their items of the
+ * partitions it still holds, so a partition's items still commit in the
+ * order spooled.  A file that cannot even be read five times in a row is
+ * moved to failed/ whole.  When every item of a file is settled (stored,
+ * found stored, or quarantined) its parts' keys are replaced by the file's
+ * own and the file is deleted.
+ *
+ * This file is the worker and its schedule: which files go when, and
+ * what a file that could not be finished holds back.  Draining one file
+ * is drain_file.c's.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "drain.h"
+#include "spool.h"
+#include "worker.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/pmsignal.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+/* Files drained per pass before the gauges are refreshed. */
+#define QUEEN_DRAIN_FILES_PER_PASS	10
+
+/* Retry delays after a failed drain. */
+#define QUEEN_DRAIN_RETRY_MIN_MS	500
+#define QUEEN_DRAIN_RETRY_MAX_MS	10000
+
+/*
+ * What the worker remembers of a file it could not finish: when to try it
+ * again, and which partitions it still holds items of (later files' items
+ * of those partitions wait for them, so a partition's order holds).
+ */
+typedef struct QueenDrainFile
+{
+	char		name[MAXPGPATH];	/* hash key */
+	int			read_failures;	/* reads in a row that failed */
+	TimestampTz retry_at;
+	long		retry_ms;
+	QueenDrainKey *pending;		/* in TopMemoryContext */
+	int			npending;
+	bool		seen;			/* still in the spool at the last survey */
+} QueenDrainFile;
+
+static MemoryContext queen_drain_cxt;	/* one pass of the loop */
+static MemoryContext queen_file_cxt;	/* one file: its bytes and groups */
+static HTAB *queen_drain_files = NULL;	/* QueenDrainFile by name */
+
+/* Refresh the gauges; returns the finished files, oldest first. */
+static List *
+queen_drain_survey(void)
+{
+	uint64		items;
+	uint64		files,
+				bytes;
+	uint64		quarantined;
+	List	   *names = queen_spool_list(&items);
+	HASH_SEQ_STATUS seq;
+	QueenDrainFile *st;
+	ListCell   *lc;
+
+	pg_atomic_write_u64(&queen_broker->spool.pending_files, items);
+	queen_spool_failed_stats(&files, &bytes, &quarantined);
+	pg_atomic_write_u64(&queen_broker->spool.failed_files, files);
+	pg_atomic_write_u64(&queen_broker->spool.failed_bytes, bytes);
+	pg_atomic_write_u64(&queen_broker->spool.quarantined_items, quarantined);
+
+	/* forget files that are gone */
+	hash_seq_init(&seq, queen_drain_files);
+	while ((st = (QueenDrainFile *) hash_seq_search(&seq)) != NULL)
+		st->seen = false;
+	foreach(lc, names)
+	{
+		const char *name = (const char *) lfirst(lc);
+
+		if (strlen(name) < MAXPGPATH &&
+			(st = (QueenDrainFile *) hash_search(queen_drain_files, name, HASH_FIND, NULL)) != NULL)
+			st->seen = true;
+	}
+	hash_seq_init(&seq, queen_drain_files);
+	while ((st = (QueenDrainFile *) hash_seq_search(&seq)) != NULL)
+		if (!st->seen)
+		{
+			if (st->pending)
+				pfree(st->pending);
+			hash_search(queen_drain_files, st->name, HASH_REMOVE, NULL);
+		}
+	return names;
+}
+
+/* Remember which partitions a file left pending, and when to try it again. */
+static void
+queen_drain_file_failed(QueenDrainFile *st, HTAB *blocked_by_it)
+{
+	HASH_SEQ_STATUS seq;
+	QueenDrainKey *key;
+	long		n = hash_get_num_entries(blocked_by_it);
+	int			i = 0;
+
+	if (st->pending)
+		pfree(st->pending);
+	st->pending = MemoryContextAlloc(TopMemoryContext, sizeof(QueenDrainKey) * Max(n, 1));
+	hash_seq_init(&seq, blocked_by_it);
+	while ((key = (QueenDrainKey *) hash_seq_search(&seq)) != NULL)
+		st->pending[i++] = *key;
+	st->npending = i;
+	st->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), st->retry_ms);
+	st->retry_ms = Min(st->retry_ms * 2, QUEEN_DRAIN_RETRY_MAX_MS);
+}
+
+/*
+ * One pass over the finished files, oldest first.  A file that cannot be
+ * finished now is tried again after its own growing delay, and the files
+ * after it go on meanwhile, except for their items of partitions it still
+ * holds (so a partition's spooled items commit in the order spooled).
+ * Returns the files finished.
+ */
+static int
+queen_drain_pass(List *files)
+{
+	HTAB	   *blocked = queen_drain_keyset("queen drain blocked");
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+	int			done = 0;
+
+	foreach(lc, files)
+	{
+		const char *name = (const char *) lfirst(lc);
+		QueenDrainFile *st;
+		QueenDrainResult result;
+		HTAB	   *mine;
+		bool		found;
+		int			i;
+
+		if (done == QUEEN_DRAIN_FILES_PER_PASS || ShutdownRequestPending ||
+			queen_maintenance_on())
+			break;
+		/* no latch wait between files: notice a dead postmaster here */
+		if (!PostmasterIsAlive())
+			proc_exit(1);
+		if (strlen(name) >= MAXPGPATH)
+			continue;
+		st = (QueenDrainFile *) hash_search(queen_drain_files, name, HASH_ENTER, &found);
+		if (!found)
+		{
+			st->read_failures = 0;
+			st->retry_at = 0;
+			st->retry_ms = QUEEN_DRAIN_RETRY_MIN_MS;
+			st->pending = NULL;
+			st->npending = 0;
+			st->seen = true;
+		}
+		if (now < st->retry_at)
+		{
+			/* waiting for its turn: what it holds still goes first */
+			for (i = 0; i < st->npending; i++)
+				queen_drain_block(blocked, &st->pending[i]);
+			continue;
+		}
+
+		MemoryContextSwitchTo(queen_file_cxt);
+		mine = queen_drain_keyset("queen drain file blocked");
+		{
+			HASH_SEQ_STATUS seq;
+			QueenDrainKey *key;
+
+			/* blocked as of now, and what this file adds to it */
+			hash_seq_init(&seq, blocked);
+			while ((key = (QueenDrainKey *) hash_seq_search(&seq)) != NULL)
+				queen_drain_block(mine, key);
+		}
+		result = queen_drain_file(st->name, &st->read_failures, mine);
+		if (result == QUEEN_DRAIN_DONE)
+		{
+			if (st->pending)
+				pfree(st->pending);
+			hash_search(queen_drain_files, name, HASH_REMOVE, NULL);
+			done++;
+		}
+		else
+		{
+			HASH_SEQ_STATUS seq;
+			QueenDrainKey *key;
+
+			queen_drain_file_failed(st, mine);
+			MemoryContextSwitchTo(queen_drain_cxt);
+			hash_seq_init(&seq, mine);
+			while ((key = (QueenDrainKey *) hash_seq_search(&seq)) != NULL)
+				queen_drain_block(blocked, key);
+		}
+		MemoryContextSwitchTo(queen_drain_cxt);
+		MemoryContextReset(queen_file_cxt);
+	}
+	return done;
+}
+
+void
+queen_maintenance_main(Datum arg)
+{
+	QueenWorkerSlot *slot;
+	TimestampTz closing_since = 0;
+	HASHCTL		ctl;
+
+	slot = queen_worker_begin(QUEEN_MAINTENANCE, DatumGetInt32(arg));
+	if (slot == NULL)
+		proc_exit(0);
+	queen_worker_connect(slot, "maintenance");
+	pgstat_report_appname("queen maintenance");
+	queen_drain_cxt = AllocSetContextCreate(TopMemoryContext, "queen drain",
+											ALLOCSET_DEFAULT_SIZES);
+	queen_file_cxt = AllocSetContextCreate(TopMemoryContext, "queen drain file",
+										   ALLOCSET_DEFAULT_SIZES);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = MAXPGPATH;
+	ctl.entrysize = sizeof(QueenDrainFile);
+	queen_drain_files = hash_create("queen drain files", 64, &ctl, HASH_ELEM | HASH_STRINGS);
+	MemoryContextSwitchTo(queen_drain_cxt);
+	/* .tmp files of shards that no longer exist (queen.fusion_shards shrank) */
+	queen_spool_recover(-1, queen_broker->nshards);
+	queen_worker_set_state(slot, QUEEN_WORKER_READY);
+
+	for (;;)
+	{
+		List	   *files;
+		long		timeout = 1000;
+		TimestampTz now;
+
+		MemoryContextReset(queen_drain_cxt);
+		/* a cancel between transactions has nothing to cancel */
+		QueryCancelPending = false;
+		CHECK_FOR_INTERRUPTS();
+		(void) queen_worker_reload();
+		/* every pass, so a reload while this worker was restarting counts too */
+		if ((pg_atomic_read_u32(&queen_broker->spool.setting_seen) != 0) !=
+			queen_maintenance_mode_setting)
+			queen_maintenance_set(queen_maintenance_mode_setting, true);
+		now = GetCurrentTimestamp();
+		if (ShutdownRequestPending)
+		{
+			/*
+			 * At a cluster shutdown the listeners stop too: exit 0.  Alone
+			 * (pg_terminate_backend), exit 1 (worker.c).
+			 */
+			if (closing_since == 0)
+				closing_since = now;
+			if (queen_workers_all_in(queen_broker->listeners, queen_broker->nlisteners,
+									 QUEEN_WORKERS_GOING))
+				proc_exit(0);
+			if (queen_worker_alone(queen_broker->listeners, queen_broker->nlisteners,
+								   closing_since, now))
+				queen_worker_restart("maintenance");
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 50L, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			continue;
+		}
+
+		files = queen_drain_survey();
+		if (files != NIL && !queen_maintenance_on() && queen_worker_extension_present() &&
+			queen_drain_pass(files) > 0)
+			continue;
+		if (files != NIL)
+			timeout = 100;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 timeout, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}

@@ -1,0 +1,24 @@
+/*-------------------------------------------------------------------------
+ *
+ * permits.h
+ *	  The push permit pool (permits.c): a shard takes a permit per bundle
+ *	  and gives it back with the bundle's timings, which move the limit.
+ *
+ * The pool itself is part of the shared-memory layout (broker.h); these
+ * are the only ways to touch it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_PERMITS_H
+#define QUEEN_PERMITS_H
+
+#include "broker.h"
+
+extern void queen_permits_init(QueenPermitPool *pool);
+extern bool queen_permit_try_acquire(int shard);
+extern void queen_permit_cancel_wait(int shard);
+extern void queen_permit_release(int shard, int nsegments, int64 exec_us, int64 commit_us);
+extern void queen_permits_reclaim(int shard, const char *when);
+extern void queen_permits_reconfigure(void);
+
+#endif							/* QUEEN_PERMITS_H */

@@ -1,0 +1,35 @@
+/*-------------------------------------------------------------------------
+ *
+ * shard.h
+ *	  The parts of a fusion shard beside its groups and bundles (shard.c):
+ *	  its answers to the listeners (shard_answer.c) and its control
+ *	  requests (shard_control.c).  Included only by the shard's own files;
+ *	  all of it is private to the shard's process.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_SHARD_H
+#define QUEEN_SHARD_H
+
+#include "broker.h"
+#include "wire.h"
+
+/* Answers to listeners (shard_answer.c) */
+extern void queen_shard_answers_init(int shard, MemoryContext cxt);
+extern void queen_shard_flush_answers(void);
+extern bool queen_shard_answers_pending(void);
+extern void queen_answer_send(int listener, StringInfo msg);
+extern StringInfo queen_verdict_new(uint64 request, uint32 group, QueenGroupOutcome outcome,
+									uint32 nframes);
+extern void queen_answer_group(int listener, uint64 request, uint32 group,
+							   QueenGroupOutcome outcome);
+extern void queen_answer_reply(int listener, uint64 request, int status, const char *body,
+							   Size len);
+
+/* Control requests (shard_control.c) */
+extern void queen_shard_controls_init(const char *who, MemoryContext keep_cxt,
+									  MemoryContext run_cxt);
+extern void queen_shard_take_control(int listener, StringInfo raw);
+extern bool queen_shard_run_controls(void);
+
+#endif							/* QUEEN_SHARD_H */

@@ -1,0 +1,173 @@
+/*-------------------------------------------------------------------------
+ *
+ * shard_control.c
+ *	  A fusion shard's control requests (health, configure, delete queue):
+ *	  queued as they arrive, each run in a transaction of its own between
+ *	  bundles, and answered with a status and a JSON body.
+ *
+ * The listeners hand control requests to the ready shards in turn; a
+ * shard runs them between bundles, so they never hold up a bundle in
+ * flight.  A request that fails is answered 500 with the error (503 for
+ * health, which then says the database is unreachable); the shard carries
+ * on.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "shard.h"
+#include "worker.h"
+
+#include "commands/extension.h"
+#include "pgstat.h"
+#include "utils/backend_status.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+/* A control request waiting for its turn between bundles. */
+typedef struct QueenControl
+{
+	int			listener;
+	uint64		request;
+	uint8		op;
+	pg_uuid_t	tenant;
+	char	   *arg;
+	uint32		arglen;
+} QueenControl;
+
+static List *queen_controls = NIL;
+static const char *queen_control_who;	/* "shard <index>", for the logs */
+static MemoryContext queen_control_keep_cxt;	/* the queue, until run */
+static MemoryContext queen_control_run_cxt; /* one request, reset after it */
+
+void
+queen_shard_controls_init(const char *who, MemoryContext keep_cxt, MemoryContext run_cxt)
+{
+	queen_control_who = who;
+	queen_control_keep_cxt = keep_cxt;
+	queen_control_run_cxt = run_cxt;
+}
+
+void
+queen_shard_take_control(int listener, StringInfo raw)
+{
+	QueenMsgReader r;
+	QueenWireControl m;
+	QueenControl *c;
+	MemoryContext old;
+
+	(void) queen_wire_get_head(&r, raw, &m.request);
+	if (!queen_wire_get_control(&r, &m))
+	{
+		elog(LOG, "queen %s: dropped a malformed control request", queen_control_who);
+		return;
+	}
+	old = MemoryContextSwitchTo(queen_control_keep_cxt);
+	c = palloc0(sizeof(QueenControl));
+	c->listener = listener;
+	c->request = m.request;
+	c->op = m.op;
+	c->arglen = m.arglen;
+	memcpy(c->tenant.data, m.tenant, UUID_LEN);
+	c->arg = palloc(c->arglen + 1);
+	memcpy(c->arg, m.arg, c->arglen);
+	c->arg[c->arglen] = '\0';
+	queen_controls = lappend(queen_controls, c);
+	MemoryContextSwitchTo(old);
+}
+
+/* A control request's statements; its answer goes to out. */
+typedef struct QueenControlTx
+{
+	QueenControl *c;
+	int			status;
+	StringInfoData out;
+} QueenControlTx;
+
+static void
+queen_shard_control_body(void *arg)
+{
+	QueenControlTx *tx = (QueenControlTx *) arg;
+	QueenControl *c = tx->c;
+
+	switch (c->op)
+	{
+		case QUEEN_CONTROL_HEALTH:
+			/* a catalog read in a transaction: the database answers */
+			pgstat_report_activity(STATE_RUNNING, "queen: health");
+			if (OidIsValid(get_extension_oid("queen", true)))
+			{
+				tx->status = 200;
+				queen_health_json(&tx->out, true, NULL);
+			}
+			else
+			{
+				tx->status = 503;
+				queen_health_json(&tx->out, true, "extension queen is not installed");
+			}
+			break;
+		case QUEEN_CONTROL_CONFIGURE:
+			pgstat_report_activity(STATE_RUNNING, "queen: configure");
+			tx->status = queen_configure_queue(&c->tenant, c->arg, c->arglen, &tx->out);
+			break;
+		case QUEEN_CONTROL_DELETE_QUEUE:
+			pgstat_report_activity(STATE_RUNNING, "queen: delete queue");
+			tx->status = queen_delete_queue(&c->tenant, c->arg, &tx->out);
+			break;
+		default:
+			tx->status = 400;
+			appendStringInfoString(&tx->out, "{\"error\":\"unknown control request\"}");
+			break;
+	}
+}
+
+/* Run one control request in its own transaction and answer it. */
+static void
+queen_shard_run_control(QueenControl *c)
+{
+	QueenControlTx tx;
+	QueenTxResult result;
+	MemoryContext old = MemoryContextSwitchTo(queen_control_run_cxt);
+
+	tx.c = c;
+	tx.status = 500;
+	initStringInfo(&tx.out);
+	if (!queen_worker_transact("control request", queen_control_who, queen_shard_control_body,
+							   &tx, &result))
+	{
+		resetStringInfo(&tx.out);
+		if (c->op == QUEEN_CONTROL_HEALTH)
+		{
+			tx.status = 503;
+			queen_health_json(&tx.out, false, result.message);
+		}
+		else
+		{
+			tx.status = 500;
+			appendStringInfoString(&tx.out, "{\"error\":");
+			escape_json(&tx.out, result.message);
+			appendStringInfoChar(&tx.out, '}');
+		}
+	}
+
+	queen_answer_reply(c->listener, c->request, tx.status, tx.out.data, tx.out.len);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(queen_control_run_cxt);
+}
+
+/* Run every queued control request, oldest first; true if there was one. */
+bool
+queen_shard_run_controls(void)
+{
+	bool		ran = false;
+
+	while (queen_controls != NIL)
+	{
+		QueenControl *c = (QueenControl *) linitial(queen_controls);
+
+		queen_controls = list_delete_first(queen_controls);
+		queen_shard_run_control(c);
+		pfree(c->arg);
+		pfree(c);
+		ran = true;
+	}
+	return ran;
+}

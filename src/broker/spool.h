@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ *
+ * spool.h
+ *	  The disk spool (spool.c: files, records, quarantine) and maintenance
+ *	  mode (maintenance.c: the flag and the buffer routes' JSON), which the
+ *	  shards write to, the listeners answer from, and the drain (drain.c)
+ *	  empties.
+ *
+ * Their shared state is part of the shared-memory layout (broker.h).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_SPOOL_H
+#define QUEEN_SPOOL_H
+
+#include "broker.h"
+
+/* One record of a spool file: a partition's frames from one flush. */
+typedef struct QueenSpoolRecord
+{
+	pg_uuid_t	tenant;
+	const char *queue;
+	uint16		qlen;
+	const char *partition;
+	uint16		plen;
+	uint32		nframes;
+	const char *frames;
+	Size		frames_len;
+} QueenSpoolRecord;
+
+typedef enum QueenSpoolStep
+{
+	QUEEN_SPOOL_RECORD,			/* an intact record */
+	QUEEN_SPOOL_DAMAGED,		/* a record that fails its checksum; skipped */
+	QUEEN_SPOOL_TRUNCATED,		/* the rest of the file cannot be read */
+	QUEEN_SPOOL_END
+} QueenSpoolStep;
+
+extern void queen_spool_append_record(StringInfo buf, const QueenSpoolRecord *rec);
+extern bool queen_spool_write(StringInfo records, int items, int shard, char **why);
+extern bool queen_spool_write_file(StringInfo records, int items, int owner, char **why);
+extern void queen_spool_finish(int shard);
+extern long queen_spool_idle(int shard, TimestampTz now);
+extern void queen_spool_recover(int shard, int nshards);
+extern QueenSpoolStep queen_spool_next(const char *data, Size len, Size *pos,
+									   QueenSpoolRecord *rec, Size *bad_start);
+extern char *queen_spool_read_file(const char *path, Size *len, char **why);
+extern bool queen_spool_sync_dir(const char *dir, char **why);
+extern bool queen_spool_ensure_dir(const char *dir, char **why);
+extern char *queen_spool_path(const char *name);
+extern List *queen_spool_list(uint64 *items);
+extern uint64 queen_spool_file_items(const char *name);
+extern void queen_spool_failed_stats(uint64 *files, uint64 *bytes, uint64 *items);
+extern bool queen_spool_quarantine(const char *name, const char *data, Size len, char **why);
+
+/* Maintenance mode (maintenance.c) */
+extern void queen_maintenance_load(void);
+extern bool queen_maintenance_on(void);
+extern uint64 queen_spool_pending(void);
+extern void queen_maintenance_set(bool on, bool setting);
+extern void queen_buffers_json(StringInfo out, int shape);
+
+#endif							/* QUEEN_SPOOL_H */
