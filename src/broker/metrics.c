@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "log_read.h"
 
 #include "utils/json.h"
 #include "utils/timestamp.h"

@@ -40,7 +40,7 @@
  * What the current transaction wrote is also kept per partition
  * (QueenOwnPartition): its own hashes, indexed, so that a later probe in
  * the same transaction does not reread them, and the allocator's state of
- * the rows it holds (alloc.c defers their last_offset to one UPDATE before
+ * the rows it holds (log_deferred.c defers their last_offset to one UPDATE before
  * commit).  It lives in TopTransactionContext and is unwound per
  * subtransaction.
  *
@@ -51,6 +51,7 @@
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "dedup_cache.h"
 
 #include "access/xact.h"
 #include "lib/ilist.h"

@@ -1,18 +1,20 @@
 /*-------------------------------------------------------------------------
  *
- * alloc_sql.c
- *	  SQL entry points of the allocator: queen.log_push_one_v1,
+ * log_sql.c
+ *	  SQL entry points of the log: queen.log_push_one_v1,
  *	  queen.log_push_multi_v1 and queen.log_segment_at_v1.
  *
  * These keep Queen's signatures and JSON results exactly, so tools written
  * against Queen's stored procedures work unchanged.  They only translate
  * arguments to QueenSegment and verdicts to jsonb; all the work is in
- * alloc.c.  The jsonb result is built from JsonbValues directly: nothing on
- * this path parses JSON text.
+ * log_write.c and log_read.c.  The jsonb result is built from JsonbValues
+ * directly: nothing on this path parses JSON text.
  *
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "log_read.h"
+#include "log_write.h"
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
