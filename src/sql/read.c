@@ -16,6 +16,7 @@
 #include "log_read.h"
 #include "spi.h"
 
+#include "common/jsonapi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -52,17 +53,169 @@ queen_read_corrupted(const QueenReadPosition *pos, int64 base, const char *probl
 					base, pos->queue, pos->partition, problem)));
 }
 
+/* ----------------------------------------------------------------
+ *		A stored payload as jsonb, in one parse
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * jsonb_in's semantic actions, so that the one lexer pass that checks a
+ * stored payload also builds its value: the result is jsonb_in's, bit for
+ * bit.  Used only for text that cannot reach a limit of numeric or jsonb
+ * (see queen_payload_jsonb), so nothing here raises: a syntax error is
+ * returned by the parser, and the caller reports it as damage.
+ */
+typedef struct QueenJsonbBuild
+{
+	JsonbParseState *state;
+	JsonbValue *res;
+} QueenJsonbBuild;
+
+static void
+queen_jsonb_push(QueenJsonbBuild *b, JsonbIteratorToken token, JsonbValue *v)
+{
+	b->res = pushJsonbValue(&b->state, token, v);
+}
+
+static void
+queen_jsonb_object_start(void *arg)
+{
+	queen_jsonb_push(arg, WJB_BEGIN_OBJECT, NULL);
+}
+
+static void
+queen_jsonb_object_end(void *arg)
+{
+	queen_jsonb_push(arg, WJB_END_OBJECT, NULL);
+}
+
+static void
+queen_jsonb_array_start(void *arg)
+{
+	queen_jsonb_push(arg, WJB_BEGIN_ARRAY, NULL);
+}
+
+static void
+queen_jsonb_array_end(void *arg)
+{
+	queen_jsonb_push(arg, WJB_END_ARRAY, NULL);
+}
+
+static void
+queen_jsonb_field(void *arg, char *fname, bool isnull)
+{
+	JsonbValue	v;
+
+	(void) isnull;
+	v.type = jbvString;
+	v.val.string.len = strlen(fname);
+	v.val.string.val = fname;
+	queen_jsonb_push(arg, WJB_KEY, &v);
+}
+
+static void
+queen_jsonb_scalar(void *arg, char *token, JsonTokenType tokentype)
+{
+	QueenJsonbBuild *b = (QueenJsonbBuild *) arg;
+	JsonbValue	v;
+
+	switch (tokentype)
+	{
+		case JSON_TOKEN_STRING:
+			v.type = jbvString;
+			v.val.string.len = strlen(token);
+			v.val.string.val = token;
+			break;
+		case JSON_TOKEN_NUMBER:
+			v.type = jbvNumeric;
+			v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in,
+																CStringGetDatum(token),
+																ObjectIdGetDatum(InvalidOid),
+																Int32GetDatum(-1)));
+			break;
+		case JSON_TOKEN_TRUE:
+		case JSON_TOKEN_FALSE:
+			v.type = jbvBool;
+			v.val.boolean = tokentype == JSON_TOKEN_TRUE;
+			break;
+		case JSON_TOKEN_NULL:
+			v.type = jbvNull;
+			break;
+		default:
+			elog(ERROR, "queen: unexpected JSON token type %d", (int) tokentype);
+	}
+
+	if (b->state == NULL)
+	{
+		/* a scalar document is stored as a one-element raw-scalar array */
+		JsonbValue	va;
+
+		va.type = jbvArray;
+		va.val.array.rawScalar = true;
+		va.val.array.nElems = 1;
+		queen_jsonb_push(b, WJB_BEGIN_ARRAY, &va);
+		queen_jsonb_push(b, WJB_ELEM, &v);
+		queen_jsonb_push(b, WJB_END_ARRAY, NULL);
+	}
+	else
+		queen_jsonb_push(b, b->state->contVal.type == jbvArray ? WJB_ELEM : WJB_VALUE, &v);
+}
+
+static const JsonSemAction queen_jsonb_actions =
+{
+	.object_start = queen_jsonb_object_start,
+	.object_end = queen_jsonb_object_end,
+	.array_start = queen_jsonb_array_start,
+	.array_end = queen_jsonb_array_end,
+	.object_field_start = queen_jsonb_field,
+	.scalar = queen_jsonb_scalar,
+};
+
 /*
  * The jsonb of a stored payload, or NULL with *problem set when it is not
- * JSON (not UTF-8, or a syntax error).
+ * JSON (not UTF-8, or a syntax error): one lexer pass that checks and builds.
+ *
+ * Where one pass could raise a different error than the check-then-build
+ * it replaces (a number numeric cannot hold, text long enough to reach a
+ * jsonb limit, a database encoding other than UTF-8, whose lexer treats
+ * escapes differently), the payload takes the old two passes instead, so
+ * the outcome is the same for every payload.
  */
 static Datum
 queen_payload_jsonb(const char *payload, size_t len, char **problem)
 {
-	*problem = queen_json_syntax_problem(payload, len);
-	if (*problem != NULL)
+	JsonLexContext *lex;
+	JsonParseErrorType result;
+	JsonSemAction sem;
+	QueenJsonbBuild build;
+
+	if (GetDatabaseEncoding() != PG_UTF8 || len >= QUEEN_JSONB_SAFE_TEXT ||
+		queen_json_numbers_need_check(payload, len))
+	{
+		*problem = queen_json_syntax_problem(payload, len);
+		if (*problem != NULL)
+			return (Datum) 0;
+		return DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(payload, len)));
+	}
+
+	*problem = NULL;
+	if (!pg_verify_mbstr(PG_UTF8, payload, (int) len, true))
+	{
+		*problem = pstrdup("payload is not valid UTF-8");
 		return (Datum) 0;
-	return DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(payload, len)));
+	}
+	memset(&build, 0, sizeof(build));
+	sem = queen_jsonb_actions;
+	sem.semstate = &build;
+	lex = makeJsonLexContextCstringLen(unconstify(char *, payload), (int) len,
+									   PG_UTF8, true);
+	result = pg_parse_json(lex, &sem);
+	if (result != JSON_SUCCESS)
+	{
+		*problem = json_errdetail(result, lex);
+		return (Datum) 0;
+	}
+	return JsonbPGetDatum(JsonbValueToJsonb(build.res));
 }
 
 /* ----------------------------------------------------------------
