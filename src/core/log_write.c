@@ -102,12 +102,12 @@ static const char *const sql_prelock =
 "   FOR UPDATE OF p";
 
 /*
- * The pre-lock of a bundle whose partition ids are all known (the id cache,
- * below): primary key lookups instead of the name joins, and no existence
- * count.  The one-time filter locks nothing unless every id is visible: a
- * stale id (a partition deleted since it was cached) then returns no rows
- * and holds no row lock, so the caller can fall back to the name path and
- * provision without holding any lock.  The same id twice also fails the
+ * The pre-lock of a bundle whose partition ids are all known (pid_cache.c):
+ * primary key lookups instead of the name joins, and no existence count.
+ * The one-time filter locks nothing unless every id is visible: a stale id
+ * (a partition deleted since it was cached) then returns no rows and holds
+ * no row lock, so the caller can fall back to the name path and provision
+ * without holding any lock.  The same id twice also fails the
  * filter (count(*) counts rows, not ids), and the name path reports it.
  */
 static const char *const sql_prelock_ids =
