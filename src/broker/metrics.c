@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "log_read.h"
 #include "spool.h"
 
 #include "utils/json.h"

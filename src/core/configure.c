@@ -33,6 +33,9 @@
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "dedup_cache.h"
+#include "log_write.h"
+#include "spi.h"
 
 #include "catalog/pg_type.h"
 #include "commands/extension.h"

@@ -40,7 +40,7 @@
  * What the current transaction wrote is also kept per partition
  * (QueenOwnPartition): its own hashes, indexed, so that a later probe in
  * the same transaction does not reread them, and the allocator's state of
- * the rows it holds (alloc.c defers their last_offset to one UPDATE before
+ * the rows it holds (log_deferred.c defers their last_offset to one UPDATE before
  * commit).  It lives in TopTransactionContext and is unwound per
  * subtransaction.
  *
@@ -51,6 +51,7 @@
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "dedup_cache.h"
 
 #include "access/xact.h"
 #include "lib/ilist.h"
@@ -572,11 +573,11 @@ queen_dedup_own_pid(const QueenOwnAlloc *a)
 }
 
 /*
- * Forget which rows this transaction holds (a queue deletion may have
- * removed them): later pushes lock and update their rows again.
+ * Make every partition this transaction holds describe itself again from
+ * its row; with unlock, lock and update its row again too.
  */
-void
-queen_dedup_own_unlock_all(void)
+static void
+queen_dedup_own_forget(bool unlock)
 {
 	HASH_SEQ_STATUS seq;
 	QueenOwnPartition *o;
@@ -586,15 +587,28 @@ queen_dedup_own_unlock_all(void)
 	hash_seq_init(&seq, queen_own);
 	while ((o = hash_seq_search(&seq)) != NULL)
 	{
-		if (o->alloc.unlocked_in == InvalidSubTransactionId)
+		if (unlock)
 		{
-			o->alloc.unlocked_in = GetCurrentSubTransactionId();
-			o->alloc.was_locked = o->alloc.locked;
-			o->alloc.was_described = o->alloc.described;
+			if (o->alloc.unlocked_in == InvalidSubTransactionId)
+			{
+				o->alloc.unlocked_in = GetCurrentSubTransactionId();
+				o->alloc.was_locked = o->alloc.locked;
+				o->alloc.was_described = o->alloc.described;
+			}
+			o->alloc.locked = false;
 		}
-		o->alloc.locked = false;
 		o->alloc.described = false;
 	}
+}
+
+/*
+ * Forget which rows this transaction holds (a queue deletion may have
+ * removed them): later pushes lock and update their rows again.
+ */
+void
+queen_dedup_own_unlock_all(void)
+{
+	queen_dedup_own_forget(true);
 }
 
 /*
@@ -604,14 +618,7 @@ queen_dedup_own_unlock_all(void)
 void
 queen_dedup_own_forget_windows(void)
 {
-	HASH_SEQ_STATUS seq;
-	QueenOwnPartition *o;
-
-	if (queen_own == NULL)
-		return;
-	hash_seq_init(&seq, queen_own);
-	while ((o = hash_seq_search(&seq)) != NULL)
-		o->alloc.described = false;
+	queen_dedup_own_forget(false);
 }
 
 /*

@@ -2,11 +2,12 @@
  *
  * queen.h
  *	  Declarations shared by every part of the Queen extension: the frame
- *	  codec, name validation, the allocator core, the SQL door and settings.
+ *	  codec, name validation, settings and the segment verdict.
  *
- * The allocator and codec form one C core.  The SQL functions, queen.push
- * and (later) the broker's shards all call these entry points, so there is
- * exactly one place where an offset is assigned and one frame layout.
+ * The log (log_write.h, log_read.h) and codec form one C core.  The SQL
+ * functions, queen.push and the broker's shards all call its entry points,
+ * so there is exactly one place where an offset is assigned and one frame
+ * layout.
  *
  *-------------------------------------------------------------------------
  */
@@ -166,9 +167,11 @@ extern bool queen_json_numbers_need_check(const char *text, size_t len);
 #define QUEEN_JSONB_SAFE_TEXT	33000000
 
 /* ----------------------------------------------------------------
- *		The allocator core (alloc.c)
+ *		The log (log_write.h, log_read.h, dedup_cache.h, spi.h)
  * ----------------------------------------------------------------
  */
+
+/* The verdict of a segment the write path took, and of each of its frames. */
 typedef enum QueenSegmentStatus
 {
 	QUEEN_SEGMENT_PENDING = 0,
@@ -176,49 +179,8 @@ typedef enum QueenSegmentStatus
 	QUEEN_SEGMENT_DUPLICATE
 } QueenSegmentStatus;
 
-/* A frame of an incoming segment that matched a stored transactionId. */
-typedef struct QueenDup
-{
-	int32		index;			/* incoming frame index, 0-based */
-	int64		offset;			/* absolute offset of the original */
-} QueenDup;
-
-/*
- * One segment of a bundle: what the caller supplies, then the verdict the
- * allocator writes back.  Strings are NUL-terminated; hashes and blob are
- * complete varlenas so they can go to SPI without a copy.
- */
-typedef struct QueenSegment
-{
-	/* input */
-	const char *queue;
-	const char *partition;
-	pg_uuid_t	tenant;
-	int32		msg_count;
-	bytea	   *hashes;			/* 16 * msg_count bytes, frame order */
-	int64		verified;		/* caller vouches: no hash at offset <= this */
-	bytea	   *blob;			/* zstd(packed frames) */
-	bool		window_set;		/* use window_in instead of the queue's */
-	int32		window_in;
-	bool		untrusted;		/* from a SQL caller: verify the blob completely */
-
-	/* output */
-	QueenSegmentStatus status;
-	pg_uuid_t	partition_id;
-	int32		window;			/* dedup window the queue had, seconds */
-	int64		base_offset;	/* queued: offset of frame 0 */
-	TimestampTz created_at;		/* queued: the bundle's timestamp */
-	int64		probed_upto;	/* duplicate: last_offset the probe covered */
-	int			ndups;
-	QueenDup   *dups;			/* duplicate: ascending by index */
-} QueenSegment;
-
-extern void queen_spi_connect(void);
-extern struct _SPI_plan *queen_keep_plan(const char *sql, int nargs, Oid *argtypes,
-										 bool first_rows);
-extern void queen_push_bundle(QueenSegment *segs, int nsegs);
-extern void queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid);
-extern void queen_alloc_flush(void);
+/* Registered once at load (module.c): the transaction callbacks. */
+extern void queen_dedup_cache_init(void);
 extern void queen_alloc_init(void);
 
 /* ----------------------------------------------------------------
@@ -277,82 +239,6 @@ typedef struct QueenItemKey
 
 extern int	queen_group_items(const QueenItemKey *keys, int n, int *leader,
 							  int ***members, int **nmembers);
-
-/* ----------------------------------------------------------------
- *		The dedup cache (dedup_cache.c)
- * ----------------------------------------------------------------
- */
-typedef struct QueenDedupEntry QueenDedupEntry;
-
-extern void queen_dedup_cache_init(void);
-extern QueenDedupEntry *queen_dedup_cache_get(const pg_uuid_t *pid, TimestampTz generation,
-											  int64 from, TimestampTz cutoff,
-											  int64 last_offset);
-extern QueenDedupEntry *queen_dedup_cache_create(const pg_uuid_t *pid, TimestampTz generation,
-												 int64 floor, TimestampTz loaded_since);
-extern void queen_dedup_cache_drop(QueenDedupEntry *e);
-extern bool queen_dedup_cache_add(QueenDedupEntry *e, const uint8 *hashes, int count,
-								  int64 base, TimestampTz created_at, TimestampTz cutoff);
-extern void queen_dedup_cache_verified(QueenDedupEntry *e, int64 last_offset,
-									   TimestampTz cutoff);
-extern int64 queen_dedup_cache_verified_upto(const QueenDedupEntry *e);
-extern void queen_dedup_cache_match(const QueenDedupEntry *e, const uint8 *incoming,
-									int count, int64 from, TimestampTz cutoff,
-									int64 *first_off);
-/*
- * What the allocator knows of a partition this transaction wrote to, so
- * that later pushes to it in the same transaction neither lock nor update
- * its row again (each update of one row in one transaction lengthens the
- * chain of row versions every later statement walks: n pushes cost n^2).
- * The offsets advance here and reach the row once, before commit.
- */
-typedef struct QueenOwnAlloc
-{
-	bool		locked;			/* our write holds the row lock; last is exact */
-	bool		described;		/* window, txns_start and generation are the row's */
-	bool		dirty;			/* the row's last_offset may differ from last */
-	bool		deferred;		/* some write here left the row behind */
-	Oid			userid;			/* who deferred the last write: the flush runs as them */
-	int			sec_context;
-	SubTransactionId unlocked_in;	/* a queue deletion forgot the row here, or 0 */
-	bool		was_locked;		/* locked and described before that */
-	bool		was_described;
-	int32		window;			/* the queue's dedup window */
-	int64		txns_start;
-	TimestampTz generation;
-	int64		last;			/* the last offset this transaction allocated */
-} QueenOwnAlloc;
-
-typedef struct QueenOwnPartition QueenOwnPartition;
-extern QueenOwnPartition *queen_dedup_own(const pg_uuid_t *pid);
-extern QueenOwnAlloc *queen_dedup_own_alloc(QueenOwnPartition *o);
-extern void queen_dedup_own_defer(QueenOwnPartition *o);
-extern bool queen_dedup_own_any_dirty(void);
-extern int	queen_dedup_own_dirty(QueenOwnAlloc ***dirty);
-extern void queen_dedup_own_unlock_all(void);
-extern void queen_dedup_own_forget_windows(void);
-extern const pg_uuid_t *queen_dedup_own_pid(const QueenOwnAlloc *a);
-extern int64 queen_dedup_own_match(const QueenOwnPartition *o, int64 last_offset,
-								   const uint8 *incoming, int count, int64 from,
-								   TimestampTz cutoff, int64 *first_off);
-extern void queen_dedup_cache_remember(const pg_uuid_t *pid, int64 base, int32 count,
-									   TimestampTz created_at, const uint8 *hashes);
-
-/* The covering segment of an offset, as log_segment_at_v1 returns it. */
-typedef struct QueenStoredSegment
-{
-	int64		base_offset;
-	int64		end_offset;
-	TimestampTz created_at;
-	bytea	   *blob;
-} QueenStoredSegment;
-
-extern bool queen_segment_at(const pg_uuid_t *pid, int64 offset,
-							 QueenStoredSegment *out);
-extern uint64 queen_damaged_originals;
-extern bool queen_resolve_message(const pg_uuid_t *pid, int64 offset,
-								  pg_uuid_t *message_id,
-								  TimestampTz *created_at);
 
 /* ----------------------------------------------------------------
  *		HTTP push bodies (push_body.c)

@@ -1,18 +1,20 @@
 /*-------------------------------------------------------------------------
  *
- * alloc_sql.c
- *	  SQL entry points of the allocator: queen.log_push_one_v1,
+ * log_sql.c
+ *	  SQL entry points of the log: queen.log_push_one_v1,
  *	  queen.log_push_multi_v1 and queen.log_segment_at_v1.
  *
  * These keep Queen's signatures and JSON results exactly, so tools written
  * against Queen's stored procedures work unchanged.  They only translate
  * arguments to QueenSegment and verdicts to jsonb; all the work is in
- * alloc.c.  The jsonb result is built from JsonbValues directly: nothing on
- * this path parses JSON text.
+ * log_write.c and log_read.c.  The jsonb result is built from JsonbValues
+ * directly: nothing on this path parses JSON text.
  *
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "log_read.h"
+#include "log_write.h"
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -33,26 +35,16 @@ PG_FUNCTION_INFO_V1(queen_log_segment_at_v1);
  * ----------------------------------------------------------------
  */
 
+/* A key (WJB_KEY) or a string value (WJB_VALUE). */
 static void
-queen_jsonb_key(JsonbParseState **state, const char *key)
-{
-	JsonbValue	v;
-
-	v.type = jbvString;
-	v.val.string.val = (char *) key;
-	v.val.string.len = strlen(key);
-	pushJsonbValue(state, WJB_KEY, &v);
-}
-
-static void
-queen_jsonb_string(JsonbParseState **state, const char *s)
+queen_jsonb_text(JsonbParseState **state, JsonbIteratorToken token, const char *s)
 {
 	JsonbValue	v;
 
 	v.type = jbvString;
 	v.val.string.val = (char *) s;
 	v.val.string.len = strlen(s);
-	pushJsonbValue(state, WJB_VALUE, &v);
+	pushJsonbValue(state, token, &v);
 }
 
 static void
@@ -86,33 +78,33 @@ static JsonbValue *
 queen_push_verdict(JsonbParseState **state, const QueenSegment *seg)
 {
 	pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
-	queen_jsonb_key(state, "status");
+	queen_jsonb_text(state, WJB_KEY, "status");
 	if (seg->status == QUEEN_SEGMENT_QUEUED)
 	{
 		/* pushJsonbValue keeps the pointer, so the text must outlive this frame */
 		char	   *created = palloc(64);
 
-		queen_jsonb_string(state, "queued");
-		queen_jsonb_key(state, "baseOffset");
+		queen_jsonb_text(state, WJB_VALUE, "queued");
+		queen_jsonb_text(state, WJB_KEY, "baseOffset");
 		queen_jsonb_int(state, seg->base_offset);
 		queen_format_created_at(seg->created_at, created, 64);
-		queen_jsonb_key(state, "createdAt");
-		queen_jsonb_string(state, created);
+		queen_jsonb_text(state, WJB_KEY, "createdAt");
+		queen_jsonb_text(state, WJB_VALUE, created);
 	}
 	else
 	{
 		int			i;
 
 		Assert(seg->status == QUEEN_SEGMENT_DUPLICATE);
-		queen_jsonb_string(state, "duplicate");
-		queen_jsonb_key(state, "dups");
+		queen_jsonb_text(state, WJB_VALUE, "duplicate");
+		queen_jsonb_text(state, WJB_KEY, "dups");
 		pushJsonbValue(state, WJB_BEGIN_ARRAY, NULL);
 		for (i = 0; i < seg->ndups; i++)
 		{
 			pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
-			queen_jsonb_key(state, "i");
+			queen_jsonb_text(state, WJB_KEY, "i");
 			queen_jsonb_int(state, seg->dups[i].index);
-			queen_jsonb_key(state, "off");
+			queen_jsonb_text(state, WJB_KEY, "off");
 			queen_jsonb_int(state, seg->dups[i].offset);
 			pushJsonbValue(state, WJB_END_OBJECT, NULL);
 		}

@@ -1,24 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * read.c
- *	  queen.read: the plain ordered read of one partition, decoding segments
- *	  in C.
+ *	  queen.read: the plain ordered read of one partition, a thin SQL
+ *	  function over the log reader (log_read.c).
  *
  * This is not consumption (no cursor, no lease): it proves what was stored,
  * offset by offset, and is what an operator uses to look inside a
- * partition.  Reads walk the primary key: one backward step to the segment
- * covering from_offset, then forward.  Segments are fetched through a cursor
- * so a large partition is never materialised, and every segment is checked
- * while it is decoded: a blob that does not decompress, does not end on a
- * frame boundary, or holds a different number of frames than its offsets
- * say, is reported as corrupted rather than skipped.
+ * partition.  The reader finds, decodes and checks the segments; this file
+ * names the partition, turns each message into a row, and reports damage
+ * with the queue and partition it was found in.
  *
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "log_read.h"
+#include "spi.h"
 
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
+#include "common/jsonapi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -28,30 +26,12 @@
 
 PG_FUNCTION_INFO_V1(queen_read);
 
-static SPIPlanPtr queen_read_pid_plan = NULL;
-static SPIPlanPtr queen_read_segments_plan = NULL;
-
-static const char *const sql_read_pid =
-"SELECT p.id FROM queen.log_partitions p"
-"  JOIN queen.queues q ON q.id = p.queue_id"
-" WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3";
-
-static const char *const sql_read_segments =
-"SELECT s.base_offset, s.end_offset, s.created_at, s.blob"
-"  FROM queen.log_segments s"
-" WHERE s.partition_id = $1"
-"   AND s.base_offset >= COALESCE("
-"         (SELECT c.base_offset FROM queen.log_segments c"
-"           WHERE c.partition_id = $1 AND c.base_offset <= $2"
-"           ORDER BY c.base_offset DESC LIMIT 1), $2)"
-" ORDER BY s.base_offset";
-
 /* What the error context says while a message is being decoded. */
 typedef struct QueenReadPosition
 {
 	const char *queue;
 	const char *partition;
-	int64		offset;
+	QueenLogReader *reader;
 } QueenReadPosition;
 
 static void
@@ -60,10 +40,11 @@ queen_read_error_context(void *arg)
 	QueenReadPosition *pos = (QueenReadPosition *) arg;
 
 	errcontext("reading offset " INT64_FORMAT " of queue \"%s\" partition \"%s\"",
-			   pos->offset, pos->queue, pos->partition);
+			   pos->reader->position, pos->queue, pos->partition);
 }
 
 static void
+pg_attribute_noreturn()
 queen_read_corrupted(const QueenReadPosition *pos, int64 base, const char *problem)
 {
 	ereport(ERROR,
@@ -72,67 +53,200 @@ queen_read_corrupted(const QueenReadPosition *pos, int64 base, const char *probl
 					base, pos->queue, pos->partition, problem)));
 }
 
-/*
- * Decode one stored segment and emit its frames at offsets >= from, at
- * most *left of them.
+/* ----------------------------------------------------------------
+ *		A stored payload as jsonb, in one parse
+ * ----------------------------------------------------------------
  */
-static void
-queen_read_segment(ReturnSetInfo *rsinfo, QueenReadPosition *pos,
-				   int64 base, int64 end, TimestampTz created_at,
-				   bytea *blob, int64 from, int64 *left)
+
+/*
+ * jsonb_in's semantic actions, so that the one lexer pass that checks a
+ * stored payload also builds its value: the result is jsonb_in's, bit for
+ * bit.  Used only for text that cannot reach a limit of numeric or jsonb
+ * (see queen_payload_jsonb), so nothing here raises: a syntax error is
+ * returned by the parser, and the caller reports it as damage.
+ */
+typedef struct QueenJsonbBuild
 {
-	StringInfoData raw;
-	const char *problem;
-	size_t		at = 0;
-	int64		offset;
+	JsonbParseState *state;
+	JsonbValue *res;
+} QueenJsonbBuild;
 
-	initStringInfo(&raw);
-	problem = queen_decompress(VARDATA_ANY(blob), VARSIZE_ANY_EXHDR(blob), &raw);
-	if (problem != NULL)
-		queen_read_corrupted(pos, base, problem);
+static void
+queen_jsonb_push(QueenJsonbBuild *b, JsonbIteratorToken token, JsonbValue *v)
+{
+	b->res = pushJsonbValue(&b->state, token, v);
+}
 
-	for (offset = base; offset <= end && *left > 0; offset++)
+static void
+queen_jsonb_object_start(void *arg)
+{
+	queen_jsonb_push(arg, WJB_BEGIN_OBJECT, NULL);
+}
+
+static void
+queen_jsonb_object_end(void *arg)
+{
+	queen_jsonb_push(arg, WJB_END_OBJECT, NULL);
+}
+
+static void
+queen_jsonb_array_start(void *arg)
+{
+	queen_jsonb_push(arg, WJB_BEGIN_ARRAY, NULL);
+}
+
+static void
+queen_jsonb_array_end(void *arg)
+{
+	queen_jsonb_push(arg, WJB_END_ARRAY, NULL);
+}
+
+static void
+queen_jsonb_field(void *arg, char *fname, bool isnull)
+{
+	JsonbValue	v;
+
+	(void) isnull;
+	v.type = jbvString;
+	v.val.string.len = strlen(fname);
+	v.val.string.val = fname;
+	queen_jsonb_push(arg, WJB_KEY, &v);
+}
+
+static void
+queen_jsonb_scalar(void *arg, char *token, JsonTokenType tokentype)
+{
+	QueenJsonbBuild *b = (QueenJsonbBuild *) arg;
+	JsonbValue	v;
+
+	switch (tokentype)
 	{
-		QueenFrame	frame;
-
-		problem = queen_frame_decode(raw.data, raw.len, &at, &frame);
-		if (problem != NULL)
-			queen_read_corrupted(pos, base, at == (size_t) raw.len ?
-								 "fewer frames than the segment's offsets cover" : problem);
-		if (offset < from)
-			continue;
-
-		{
-			Datum		values[5];
-			bool		nulls[5] = {false, false, false, false, false};
-			pg_uuid_t  *mid = palloc(sizeof(pg_uuid_t));
-			char	   *payload = pnstrdup(frame.payload, frame.payload_len);
-
-			pos->offset = offset;
-			*mid = frame.message_id;
-			values[0] = Int64GetDatum(offset);
-			values[1] = UUIDPGetDatum(mid);
-			if (!pg_verifymbstr(frame.txn, frame.txn_len, true))
-				queen_read_corrupted(pos, base, "transactionId is not valid UTF-8");
-			values[2] = PointerGetDatum(cstring_to_text_with_len(frame.txn, frame.txn_len));
-			problem = queen_json_syntax_problem(frame.payload, frame.payload_len);
-			if (problem != NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_DATA_CORRUPTED),
-						 errmsg("message at offset " INT64_FORMAT " of queue \"%s\" partition \"%s\" has a payload that is not JSON: %s",
-								offset, pos->queue, pos->partition, problem)));
-			values[3] = DirectFunctionCall1(jsonb_in, CStringGetDatum(payload));
-			values[4] = TimestampTzGetDatum(created_at);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-			pfree(payload);
-		}
-		(*left)--;
+		case JSON_TOKEN_STRING:
+			v.type = jbvString;
+			v.val.string.len = strlen(token);
+			v.val.string.val = token;
+			break;
+		case JSON_TOKEN_NUMBER:
+			v.type = jbvNumeric;
+			v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in,
+																CStringGetDatum(token),
+																ObjectIdGetDatum(InvalidOid),
+																Int32GetDatum(-1)));
+			break;
+		case JSON_TOKEN_TRUE:
+		case JSON_TOKEN_FALSE:
+			v.type = jbvBool;
+			v.val.boolean = tokentype == JSON_TOKEN_TRUE;
+			break;
+		case JSON_TOKEN_NULL:
+			v.type = jbvNull;
+			break;
+		default:
+			elog(ERROR, "queen: unexpected JSON token type %d", (int) tokentype);
 	}
 
-	/* A full walk must end exactly at the end of the buffer. */
-	if (offset > end && at != (size_t) raw.len)
-		queen_read_corrupted(pos, base, "more frames than the segment's offsets cover");
-	pfree(raw.data);
+	if (b->state == NULL)
+	{
+		/* a scalar document is stored as a one-element raw-scalar array */
+		JsonbValue	va;
+
+		va.type = jbvArray;
+		va.val.array.rawScalar = true;
+		va.val.array.nElems = 1;
+		queen_jsonb_push(b, WJB_BEGIN_ARRAY, &va);
+		queen_jsonb_push(b, WJB_ELEM, &v);
+		queen_jsonb_push(b, WJB_END_ARRAY, NULL);
+	}
+	else
+		queen_jsonb_push(b, b->state->contVal.type == jbvArray ? WJB_ELEM : WJB_VALUE, &v);
+}
+
+static const JsonSemAction queen_jsonb_actions =
+{
+	.object_start = queen_jsonb_object_start,
+	.object_end = queen_jsonb_object_end,
+	.array_start = queen_jsonb_array_start,
+	.array_end = queen_jsonb_array_end,
+	.object_field_start = queen_jsonb_field,
+	.scalar = queen_jsonb_scalar,
+};
+
+/*
+ * The jsonb of a stored payload, or NULL with *problem set when it is not
+ * JSON (not UTF-8, or a syntax error): one lexer pass that checks and builds.
+ *
+ * Where one pass could raise a different error than the check-then-build
+ * it replaces (a number numeric cannot hold, text long enough to reach a
+ * jsonb limit, a database encoding other than UTF-8, whose lexer treats
+ * escapes differently), the payload takes the old two passes instead, so
+ * the outcome is the same for every payload.
+ */
+static Datum
+queen_payload_jsonb(const char *payload, size_t len, char **problem)
+{
+	JsonLexContext *lex;
+	JsonParseErrorType result;
+	JsonSemAction sem;
+	QueenJsonbBuild build;
+
+	if (GetDatabaseEncoding() != PG_UTF8 || len >= QUEEN_JSONB_SAFE_TEXT ||
+		queen_json_numbers_need_check(payload, len))
+	{
+		*problem = queen_json_syntax_problem(payload, len);
+		if (*problem != NULL)
+			return (Datum) 0;
+		return DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(payload, len)));
+	}
+
+	*problem = NULL;
+	if (!pg_verify_mbstr(PG_UTF8, payload, (int) len, true))
+	{
+		*problem = pstrdup("payload is not valid UTF-8");
+		return (Datum) 0;
+	}
+	memset(&build, 0, sizeof(build));
+	sem = queen_jsonb_actions;
+	sem.semstate = &build;
+	lex = makeJsonLexContextCstringLen(unconstify(char *, payload), (int) len,
+									   PG_UTF8, true);
+	result = pg_parse_json(lex, &sem);
+	if (result != JSON_SUCCESS)
+	{
+		*problem = json_errdetail(result, lex);
+		return (Datum) 0;
+	}
+	return JsonbPGetDatum(JsonbValueToJsonb(build.res));
+}
+
+/* ----------------------------------------------------------------
+ *		queen.read
+ * ----------------------------------------------------------------
+ */
+
+/* One message as a row of the result. */
+static void
+queen_read_row(ReturnSetInfo *rsinfo, const QueenReadPosition *pos,
+			   const QueenLogMessage *msg)
+{
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	pg_uuid_t  *mid = palloc(sizeof(pg_uuid_t));
+	char	   *problem;
+
+	*mid = msg->frame.message_id;
+	values[0] = Int64GetDatum(msg->offset);
+	values[1] = UUIDPGetDatum(mid);
+	if (!pg_verifymbstr(msg->frame.txn, msg->frame.txn_len, true))
+		queen_read_corrupted(pos, msg->segment_base, "transactionId is not valid UTF-8");
+	values[2] = PointerGetDatum(cstring_to_text_with_len(msg->frame.txn, msg->frame.txn_len));
+	values[3] = queen_payload_jsonb(msg->frame.payload, msg->frame.payload_len, &problem);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("message at offset " INT64_FORMAT " of queue \"%s\" partition \"%s\" has a payload that is not JSON: %s",
+						msg->offset, pos->queue, pos->partition, problem)));
+	values[4] = TimestampTzGetDatum(msg->created_at);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
 /*
@@ -144,14 +258,14 @@ queen_read(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	QueenReadPosition pos;
+	QueenLogReader reader;
+	QueenLogMessage msg;
 	ErrorContextCallback errcb;
 	pg_uuid_t	tenant;
+	pg_uuid_t	pid;
 	int64		from;
 	int64		left;
-	Datum		values[3];
-	pg_uuid_t	pid;
-	Portal		portal;
-	MemoryContext segment_cxt;
+	MemoryContext row_cxt;
 	MemoryContext old;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -164,7 +278,6 @@ queen_read(PG_FUNCTION_ARGS)
 	pos.partition = PG_ARGISNULL(1) ? "Default" : text_to_cstring(PG_GETARG_TEXT_PP(1));
 	from = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT64(2);
 	left = PG_ARGISNULL(3) ? 100 : PG_GETARG_INT32(3);
-	pos.offset = from;
 	queen_check_queue_name(pos.queue, strlen(pos.queue));
 	queen_check_partition_name(pos.partition, strlen(pos.partition));
 	if (from < 0)
@@ -180,83 +293,35 @@ queen_read(PG_FUNCTION_ARGS)
 
 	queen_session_tenant(&tenant);
 	queen_spi_connect();
-	if (queen_read_pid_plan == NULL)
-	{
-		Oid			types[3] = {UUIDOID, TEXTOID, TEXTOID};
-
-		queen_read_pid_plan = queen_keep_plan(sql_read_pid, 3, types, false);
-	}
-	if (queen_read_segments_plan == NULL)
-	{
-		Oid			types[2] = {UUIDOID, INT8OID};
-
-		queen_read_segments_plan = queen_keep_plan(sql_read_segments, 2, types, true);
-	}
-
-	values[0] = UUIDPGetDatum(&tenant);
-	values[1] = CStringGetTextDatum(pos.queue);
-	values[2] = CStringGetTextDatum(pos.partition);
-	if (SPI_execute_plan(queen_read_pid_plan, values, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "queen: partition lookup failed");
-	if (SPI_processed == 0)
+	if (!queen_log_partition(&tenant, pos.queue, pos.partition, &pid))
 	{
 		/* Queues and partitions appear with their first push: nothing yet. */
 		SPI_finish();
 		return (Datum) 0;
 	}
-	{
-		bool		isnull;
 
-		pid = *DatumGetUUIDP(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
-	}
-
+	queen_log_open(&reader, &pid, from, PG_INT64_MAX, left, false);
+	pos.reader = &reader;
 	errcb.callback = queen_read_error_context;
 	errcb.arg = &pos;
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
 
-	/* Decoded buffers and payloads live per segment, not per call. */
-	segment_cxt = AllocSetContextCreate(CurrentMemoryContext, "queen.read segment",
-										ALLOCSET_DEFAULT_SIZES);
-
-	values[0] = UUIDPGetDatum(&pid);
-	values[1] = Int64GetDatum(from);
-	portal = SPI_cursor_open(NULL, queen_read_segments_plan, values, NULL, true);
-	while (left > 0)
+	/* A row's payload and values live until it is in the tuplestore. */
+	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "queen.read row",
+									ALLOCSET_DEFAULT_SIZES);
+	while (queen_log_next(&reader, &msg))
 	{
-		uint64		r;
-
-		/* Fetch few rows at a time: each carries a whole segment blob. */
-		SPI_cursor_fetch(portal, true, 8);
-		if (SPI_processed == 0)
-			break;
-		for (r = 0; r < SPI_processed && left > 0; r++)
-		{
-			HeapTuple	tuple = SPI_tuptable->vals[r];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		isnull;
-			int64		base = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-			int64		end = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
-			TimestampTz created = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
-			Datum		blobd = SPI_getbinval(tuple, desc, 4, &isnull);
-			bytea	   *blob = DatumGetByteaPP(blobd);
-
-			if (end < from)
-				continue;		/* a segment before from_offset */
-			pos.offset = Max(base, from);
-			old = MemoryContextSwitchTo(segment_cxt);
-			queen_read_segment(rsinfo, &pos, base, end, created, blob, from, &left);
-			MemoryContextSwitchTo(old);
-			MemoryContextReset(segment_cxt);
-			if ((Pointer) blob != DatumGetPointer(blobd))
-				pfree(blob);
-		}
-		SPI_freetuptable(SPI_tuptable);
+		old = MemoryContextSwitchTo(row_cxt);
+		queen_read_row(rsinfo, &pos, &msg);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(row_cxt);
 	}
-	SPI_cursor_close(portal);
+	if (reader.problem != NULL)
+		queen_read_corrupted(&pos, reader.problem_base, reader.problem);
 
 	error_context_stack = errcb.previous;
+	queen_log_close(&reader);
 	SPI_finish();
 	return (Datum) 0;
 }

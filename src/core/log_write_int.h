@@ -1,0 +1,43 @@
+/*-------------------------------------------------------------------------
+ *
+ * log_write_int.h
+ *	  What the write path's steps share: a segment resolved to its locked
+ *	  partition row, and the steps that take one (the dedup probe, the row
+ *	  inserts, the transaction's deferred offsets).
+ *
+ * Private to the write path: log_write.c drives these steps in order; no
+ * other part of Queen includes this header.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_LOG_WRITE_INT_H
+#define QUEEN_LOG_WRITE_INT_H
+
+#include "log_write.h"
+
+/* A segment whose partition is resolved, as the write steps see it. */
+typedef struct QueenTarget
+{
+	QueenSegment *seg;
+	pg_uuid_t	pid;
+	int32		window;
+	int32		queue_window;	/* the queue's, whatever the segment asked for */
+	int64		last_offset;	/* as locked */
+	int64		txns_start;
+	TimestampTz generation;		/* the row's created_at: tells a recreated partition */
+} QueenTarget;
+
+/* The dedup probe (dedup_probe.c). */
+extern bool queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
+						TimestampTz now, MemoryContext out_cxt);
+
+/* The segment and hash rows (log_rows.c). */
+extern void queen_insert_rows(QueenTarget **targets, int n);
+
+/* Partitions this transaction already holds (log_deferred.c). */
+extern void queen_own_locked(const QueenTarget *t, bool described);
+extern bool queen_own_target(QueenTarget *t, QueenSegment *seg, const pg_uuid_t *pid);
+extern void queen_write_deferred(QueenTarget **targets, int n, TimestampTz now);
+extern void queen_alloc_flush_connected(void);
+
+#endif							/* QUEEN_LOG_WRITE_INT_H */

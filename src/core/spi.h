@@ -1,0 +1,39 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi.h
+ *	  The SPI helpers every part of Queen that runs statements shares:
+ *	  connecting, plans kept for the life of the process, running them, and
+ *	  reading result columns and building array arguments.
+ *
+ * They live apart from the log so that whoever runs a statement (the write
+ * and read paths, queue configuration, queen.read) uses one set of rules
+ * for how a plan is prepared and what a NULL where none belongs means.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_SPI_H
+#define QUEEN_SPI_H
+
+#include "postgres.h"
+
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "executor/spi.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+extern void queen_spi_connect(void);
+extern SPIPlanPtr queen_keep_plan(const char *sql, int nargs, Oid *argtypes,
+								  bool first_rows);
+extern SPIPlanPtr queen_plan_once(SPIPlanPtr *plan, const char *sql, int nargs,
+								  Oid *argtypes, bool first_rows);
+extern void queen_exec(SPIPlanPtr plan, Datum *values, int expected,
+					   const char *what);
+
+extern Datum queen_array_datum(Datum *elems, int n, Oid elemtype);
+extern int64 queen_get_int64(HeapTuple tuple, TupleDesc desc, int col);
+extern int32 queen_get_int32(HeapTuple tuple, TupleDesc desc, int col);
+extern TimestampTz queen_get_timestamptz(HeapTuple tuple, TupleDesc desc, int col);
+extern void queen_get_uuid(HeapTuple tuple, TupleDesc desc, int col, pg_uuid_t *out);
+
+#endif							/* QUEEN_SPI_H */
