@@ -47,6 +47,7 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "configure.h"
 #include "wire.h"
 
 #include "access/xact.h"

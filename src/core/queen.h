@@ -153,6 +153,8 @@ extern void queen_check_transaction_id(const char *txn, size_t len);
 extern char *queen_json_problem(const char *payload, size_t len);
 extern const char *queen_json_number_problem(const char *num, size_t len);
 extern char *queen_json_syntax_problem(const char *payload, size_t len);
+struct JsonSemAction;
+extern char *queen_json_walk(const char *text, size_t len, struct JsonSemAction *sem);
 extern bool queen_json_numbers_need_check(const char *text, size_t len);
 
 /*
@@ -383,24 +385,5 @@ extern const char *queen_parse_push_body(const char *body, size_t len,
 										 int max_items, QueenHttpItem **items,
 										 int *nitems, bool *too_many);
 extern bool queen_parse_enabled_body(const char *body, size_t len, bool *enabled);
-
-/* ----------------------------------------------------------------
- *		Queue configuration (configure.c)
- * ----------------------------------------------------------------
- */
-
-/*
- * POST /api/v1/configure and DELETE /api/v1/resources/queues/:queue, in the
- * caller's transaction.  Each returns an HTTP status and appends the JSON
- * body to out: configure answers 200 with the effective configuration or
- * 400 with {"error", "invalid"} having written nothing; delete answers 200
- * whether or not the queue existed (400 only for a name that is not UTF-8).
- * They raise only when the database fails.  Both connect to SPI and finish
- * it themselves.
- */
-extern int	queen_configure_queue(const pg_uuid_t *tenant, const char *body,
-								  size_t len, StringInfo out);
-extern int	queen_delete_queue(const pg_uuid_t *tenant, const char *queue,
-							   StringInfo out);
 
 #endif							/* QUEEN_H */
