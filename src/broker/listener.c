@@ -37,6 +37,7 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "bundle.h"
 #include "wire.h"
 #include "http.h"
 

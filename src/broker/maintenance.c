@@ -44,6 +44,7 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "bundle.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -224,63 +224,6 @@ extern void queen_alloc_flush(void);
 extern void queen_alloc_init(void);
 
 /* ----------------------------------------------------------------
- *		Bundles of frames (bundle.c)
- * ----------------------------------------------------------------
- */
-
-/* One frame offered to a bundle, and its verdict. */
-typedef struct QueenBundleFrame
-{
-	/* input */
-	const char *packed;			/* the frame encoded as stored */
-	uint32		packed_len;
-	uint8		hash[QUEEN_HASH_LEN];	/* XXH3-128 of its transactionId */
-	pg_uuid_t	message_id;		/* the minted id; a duplicate's becomes the original's */
-
-	/* output */
-	QueenSegmentStatus status;
-	int			leader;			/* layer-2 follower of this frame index, or -1 */
-	int64		offset;			/* queued: its own; duplicate: the original's */
-	TimestampTz created_at;
-	bool		created_known;
-} QueenBundleFrame;
-
-/* The frames for one (tenant, queue, partition). */
-typedef struct QueenBundleGroup
-{
-	const char *queue;
-	const char *partition;
-	pg_uuid_t	tenant;
-	QueenBundleFrame *frames;
-	int			nframes;
-
-	/* output */
-	pg_uuid_t	partition_id;
-	int			nsegments;		/* segments written for this group (0 or 1) */
-
-	/* private to bundle.c */
-	int		   *pending;
-	int			npending;
-	int64		verified;
-} QueenBundleGroup;
-
-extern void queen_bundle_push(QueenBundleGroup *groups, int ngroups);
-extern void queen_bundle_group_init(QueenBundleGroup *bg, const pg_uuid_t *tenant,
-									const char *queue, const char *partition,
-									const char *frames, Size len, int nframes);
-
-/* What identifies an item of a push request for layer-1 dedup. */
-typedef struct QueenItemKey
-{
-	const char *queue;
-	const char *partition;
-	const char *txn;
-} QueenItemKey;
-
-extern int	queen_group_items(const QueenItemKey *keys, int n, int *leader,
-							  int ***members, int **nmembers);
-
-/* ----------------------------------------------------------------
  *		The dedup cache (dedup_cache.c)
  * ----------------------------------------------------------------
  */
