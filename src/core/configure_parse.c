@@ -337,23 +337,33 @@ queen_cfg_sink_name_ok(const char *s)
 	return true;
 }
 
+/*
+ * The merge rule for one key: absent keeps the stored value, null resets
+ * it to the configure default.  True when v holds a value to check.
+ */
+static bool
+queen_cfg_given(const QueenJsonValue *v, QueenOptionSpec *spec)
+{
+	if (!v->present)
+		spec->kind = QUEEN_SPEC_ABSENT;
+	else if (v->type == JSON_TOKEN_NULL)
+		spec->kind = QUEEN_SPEC_DEFAULT;
+	else
+	{
+		spec->kind = QUEEN_SPEC_VALUE;
+		return true;
+	}
+	return false;
+}
+
 static bool
 queen_cfg_option(const QueenOptionDef *def, const QueenJsonValue *v,
 				 QueenOptionSpec *spec, QueenCfgError *err)
 {
 	int64		n;
 
-	if (!v->present)
-	{
-		spec->kind = QUEEN_SPEC_ABSENT;
+	if (!queen_cfg_given(v, spec))
 		return true;
-	}
-	if (v->type == JSON_TOKEN_NULL)
-	{
-		spec->kind = QUEEN_SPEC_DEFAULT;
-		return true;
-	}
-	spec->kind = QUEEN_SPEC_VALUE;
 
 	switch (def->type)
 	{
@@ -407,16 +417,8 @@ static bool
 queen_cfg_label(const char *key, const QueenJsonValue *v, QueenOptionSpec *spec,
 				QueenCfgError *err)
 {
-	if (!v->present)
-	{
-		spec->kind = QUEEN_SPEC_ABSENT;
+	if (!queen_cfg_given(v, spec))
 		return true;
-	}
-	if (v->type == JSON_TOKEN_NULL)
-	{
-		spec->kind = QUEEN_SPEC_DEFAULT;
-		return true;
-	}
 	if (v->type != JSON_TOKEN_STRING)
 		return queen_cfg_fail(err, key,
 							  psprintf("%s must be a string, got %s",
@@ -425,7 +427,6 @@ queen_cfg_label(const char *key, const QueenJsonValue *v, QueenOptionSpec *spec,
 		return queen_cfg_fail(err, key,
 							  psprintf("%s is longer than %d characters",
 									   key, QUEEN_CFG_MAX_LABEL_CHARS));
-	spec->kind = QUEEN_SPEC_VALUE;
 	spec->sval = v->str;
 	return true;
 }
