@@ -183,9 +183,9 @@ queen_bundle_layer2(QueenBundleGroup *g)
 /*
  * Pack the group's pending frames into its segment: hash blob + zstd blob.
  * When the pending frames lie end to end in the caller's buffer (every
- * frame the group received, in order, which is the rule: a round only
- * drops frames after a duplicate), zstd reads them where they are; only a
- * group with holes is copied together first.  The bytes compressed are
+ * frame the group was given, in order: the usual case, since frames are
+ * dropped only as duplicates), zstd reads them where they are; only a
+ * group with a hole is copied together first.  The bytes compressed are
  * the same either way.
  */
 static void
