@@ -66,7 +66,7 @@ static pg_uuid_t queen_tenant_value;
 /*
  * A value of queen.tenant that was SET before the library was loaded in
  * this session and that PostgreSQL refused when the library defined the
- * setting, or NULL.  See queen_define_gucs.
+ * setting, or NULL.  See queen_define_core_gucs.
  */
 static char *queen_tenant_refused = NULL;
 
@@ -121,12 +121,13 @@ queen_session_tenant(pg_uuid_t *out)
 	*out = queen_tenant_value;
 }
 
-void
-queen_define_gucs(void)
+/*
+ * The core's settings, read by both doors: compression, the dedup cache's
+ * budget, and the session's tenant.
+ */
+static void
+queen_define_core_gucs(void)
 {
-	/* what a broker setting fixed at postmaster start is, in this process */
-	GucContext	fixed_at_start = process_shared_preload_libraries_in_progress ?
-		PGC_POSTMASTER : PGC_SIGHUP;
 	const char *tenant_set_before;
 
 	DefineCustomIntVariable("queen.zstd_level",
@@ -170,8 +171,15 @@ queen_define_gucs(void)
 
 	if (tenant_set_before != NULL && strcmp(tenant_set_before, queen_tenant_setting) != 0)
 		queen_tenant_refused = MemoryContextStrdup(TopMemoryContext, tenant_set_before);
+}
 
-	/* ---- the HTTP broker ---- */
+/*
+ * The HTTP broker from here on.  First its process layout and address,
+ * fixed at postmaster start when it runs (fixed_at_start).
+ */
+static void
+queen_define_broker_layout_gucs(GucContext fixed_at_start)
+{
 	DefineCustomStringVariable("queen.database",
 							   "Database the HTTP broker's workers connect to.",
 							   "The extension must be created there; the workers wait until the database and the extension exist.",
@@ -216,7 +224,12 @@ queen_define_gucs(void)
 							fixed_at_start,
 							0,
 							NULL, NULL, NULL);
+}
 
+/* How the fusion shards gather frames into bundles. */
+static void
+queen_define_fusion_gucs(void)
+{
 	DefineCustomIntVariable("queen.bundle_max",
 							"Most partitions committed together in one bundle transaction.",
 							NULL,
@@ -252,7 +265,12 @@ queen_define_gucs(void)
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
+}
 
+/* The listeners' limits on connections, requests and bodies. */
+static void
+queen_define_http_gucs(void)
+{
 	DefineCustomIntVariable("queen.max_body_bytes",
 							"Largest HTTP request body the broker accepts; larger ones get 413.",
 							NULL,
@@ -306,7 +324,15 @@ queen_define_gucs(void)
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
+}
 
+/*
+ * The broker's push permit pool, spool, statement timeout and maintenance
+ * mode, and the test-only fault.
+ */
+static void
+queen_define_delivery_gucs(GucContext fixed_at_start)
+{
 	DefineCustomIntVariable("queen.push_permits_min",
 							"Lowest limit of the shared push permit pool (bundles in flight).",
 							NULL,
@@ -370,7 +396,20 @@ queen_define_gucs(void)
 							   PGC_SIGHUP,
 							   GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL,
 							   NULL, NULL, NULL);
+}
 
+void
+queen_define_gucs(void)
+{
+	/* what a broker setting fixed at postmaster start is, in this process */
+	GucContext	fixed_at_start = process_shared_preload_libraries_in_progress ?
+		PGC_POSTMASTER : PGC_SIGHUP;
+
+	queen_define_core_gucs();
+	queen_define_broker_layout_gucs(fixed_at_start);
+	queen_define_fusion_gucs();
+	queen_define_http_gucs();
+	queen_define_delivery_gucs(fixed_at_start);
 	MarkGUCPrefixReserved("queen");
 }
 

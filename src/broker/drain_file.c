@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "drain.h"
+#include "bundle.h"
 #include "spool.h"
 #include "worker.h"
 

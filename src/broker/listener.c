@@ -37,10 +37,11 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
-#include "spool.h"
-#include "worker.h"
-#include "wire.h"
+#include "bundle.h"
 #include "http.h"
+#include "spool.h"
+#include "wire.h"
+#include "worker.h"
 
 #include <http_parser.h>
 

@@ -70,36 +70,17 @@ queen_metrics_publish_core(void)
 	}
 }
 
-void
-queen_metrics_render(StringInfo out)
+/* A labelled sample of a family whose HELP and TYPE are already out. */
+static void
+queen_metric_sample(StringInfo out, const char *name, const char *labels, uint64 value)
 {
-	QueenMetrics *m = &queen_broker->metrics;
-	QueenPermitPool *pool = &queen_broker->permits;
-	uint64		commits = pg_atomic_read_u64(&m->commits);
-	uint64		segments = pg_atomic_read_u64(&m->segments);
-	uint64		items = pg_atomic_read_u64(&m->items);
-	TimestampTz started = (TimestampTz) pg_atomic_read_u64(&m->started_at);
-	float		rtts[lengthof(pool->rtt_ms)];
-	int			nrtt;
-	double		naive_limit;
-	double		queue_estimate;
-	uint64		grows,
-				shrinks;
-	int			s;
+	appendStringInfo(out, "%s{%s} " UINT64_FORMAT "\n", name, labels, value);
+}
 
-	SpinLockAcquire(&pool->mutex);
-	nrtt = pool->rtt_count;
-	memcpy(rtts, pool->rtt_ms, sizeof(float) * nrtt);
-	naive_limit = pool->naive_limit_f;
-	queue_estimate = pool->last_queue;
-	grows = pool->grows;
-	shrinks = pool->shrinks;
-	SpinLockRelease(&pool->mutex);
-
-	queen_metric_real(out, "queen_uptime_seconds", "gauge",
-					  "Seconds since the broker's shared memory was set up.",
-					  0, (double) (GetCurrentTimestamp() - started) / USECS_PER_SEC);
-
+/* What the listeners took in, and what the shards made of its frames. */
+static void
+queen_metrics_render_requests(StringInfo out, QueenMetrics *m)
+{
 	queen_metric_u64(out, "queen_process_push_requests_total", "counter",
 					 "Push requests accepted (valid bodies).",
 					 pg_atomic_read_u64(&m->push_requests));
@@ -114,68 +95,87 @@ queen_metrics_render(StringInfo out)
 					 pg_atomic_read_u64(&m->http_requests));
 
 	queen_metric(out, "queen_push_frames_total", "counter", "Frames that reached a shard, by verdict.");
-	appendStringInfo(out, "queen_push_frames_total{status=\"queued\"} " UINT64_FORMAT "\n",
-					 pg_atomic_read_u64(&m->queued));
-	appendStringInfo(out, "queen_push_frames_total{status=\"duplicate\"} " UINT64_FORMAT "\n",
-					 pg_atomic_read_u64(&m->duplicates));
-	appendStringInfo(out, "queen_push_frames_total{status=\"failed\"} " UINT64_FORMAT "\n",
-					 pg_atomic_read_u64(&m->failed));
+	queen_metric_sample(out, "queen_push_frames_total", "status=\"queued\"",
+						pg_atomic_read_u64(&m->queued));
+	queen_metric_sample(out, "queen_push_frames_total", "status=\"duplicate\"",
+						pg_atomic_read_u64(&m->duplicates));
+	queen_metric_sample(out, "queen_push_frames_total", "status=\"failed\"",
+						pg_atomic_read_u64(&m->failed));
 
 	queen_metric_u64(out, "queen_damaged_segments_total", "counter",
 					 "Duplicates whose original's segment could not be read (answered with the zero id; the server log names the segment).",
 					 pg_atomic_read_u64(&m->damaged_originals));
+}
 
-	{
-		QueenSpoolShared *sp = &queen_broker->spool;
+/*
+ * The spool and maintenance mode.  The first line is the last sample of
+ * queen_push_frames_total (so the family's samples stay apart, as they
+ * always were on this page).
+ */
+static void
+queen_metrics_render_spool(StringInfo out)
+{
+	QueenSpoolShared *sp = &queen_broker->spool;
 
-		appendStringInfo(out, "queen_push_frames_total{status=\"buffered\"} " UINT64_FORMAT "\n",
-						 pg_atomic_read_u64(&sp->items_written));
-		queen_metric_u64(out, "queen_maintenance_mode", "gauge",
-						 "1 while maintenance mode sends every push to the spool.",
-						 queen_maintenance_on() ? 1 : 0);
-		queen_metric_u64(out, "queen_file_buffer_pending", "gauge",
-						 "Items in the disk spool not yet committed.",
-						 queen_spool_pending());
-		queen_metric_u64(out, "queen_file_buffer_failed", "gauge",
-						 "Files set aside under the spool's failed/ directory.",
-						 pg_atomic_read_u64(&sp->failed_files));
-		queen_metric_u64(out, "queen_file_buffer_db_healthy", "gauge",
-						 "1 unless the last drain attempt failed for a reason in the database.",
-						 pg_atomic_read_u32(&sp->db_healthy));
-		queen_metric_u64(out, "queen_spool_items_written_total", "counter",
-						 "Items written to the spool and answered buffered.",
-						 pg_atomic_read_u64(&sp->items_written));
-		queen_metric_u64(out, "queen_spool_write_failures_total", "counter",
-						 "Spool writes that failed (their items were answered failed).",
-						 pg_atomic_read_u64(&sp->write_failures));
-		queen_metric_u64(out, "queen_spool_items_drained_total", "counter",
-						 "Spooled items the maintenance worker committed.",
-						 pg_atomic_read_u64(&sp->items_drained));
-		queen_metric_u64(out, "queen_spool_items_dropped_duplicate_total", "counter",
-						 "Spooled items dropped at drain because their transactionId was stored already.",
-						 pg_atomic_read_u64(&sp->items_dropped));
-		queen_metric_u64(out, "queen_spool_files_drained_total", "counter",
-						 "Spool files committed and removed.",
-						 pg_atomic_read_u64(&sp->files_drained));
-		queen_metric_u64(out, "queen_spool_records_damaged_total", "counter",
-						 "Spool records that could not be read (checksum or truncation), kept under failed/.",
-						 pg_atomic_read_u64(&sp->records_damaged));
-		queen_metric_u64(out, "queen_spool_quarantined_items", "gauge",
-						 "Spooled items the database refused, set aside under failed/ (never committed): not 0 needs an operator.",
-						 pg_atomic_read_u64(&sp->quarantined_items));
-		queen_metric_u64(out, "queen_spool_items_quarantined_total", "counter",
-						 "Spooled items this server set aside under failed/ because the database refused them.",
-						 pg_atomic_read_u64(&sp->items_quarantined));
-		queen_metric_u64(out, "queen_spool_drain_retries_total", "counter",
-						 "Parts of spool files left for a later attempt after an error of the moment (lock, timeout).",
-						 pg_atomic_read_u64(&sp->drain_retries));
-		queen_metric_u64(out, "queen_spool_unknown_fate_items_total", "counter",
-						 "Items a listener spooled because their shard ended before answering (replayed; duplicates dropped).",
-						 pg_atomic_read_u64(&sp->unknown_fate));
-		queen_metric_u64(out, "queen_push_statement_timeouts_total", "counter",
-						 "Broker transactions cancelled by queen.push_statement_timeout or a cancel request.",
-						 pg_atomic_read_u64(&sp->statement_timeouts));
-	}
+	queen_metric_sample(out, "queen_push_frames_total", "status=\"buffered\"",
+						pg_atomic_read_u64(&sp->items_written));
+	queen_metric_u64(out, "queen_maintenance_mode", "gauge",
+					 "1 while maintenance mode sends every push to the spool.",
+					 queen_maintenance_on() ? 1 : 0);
+	queen_metric_u64(out, "queen_file_buffer_pending", "gauge",
+					 "Items in the disk spool not yet committed.",
+					 queen_spool_pending());
+	queen_metric_u64(out, "queen_file_buffer_failed", "gauge",
+					 "Files set aside under the spool's failed/ directory.",
+					 pg_atomic_read_u64(&sp->failed_files));
+	queen_metric_u64(out, "queen_file_buffer_db_healthy", "gauge",
+					 "1 unless the last drain attempt failed for a reason in the database.",
+					 pg_atomic_read_u32(&sp->db_healthy));
+	queen_metric_u64(out, "queen_spool_items_written_total", "counter",
+					 "Items written to the spool and answered buffered.",
+					 pg_atomic_read_u64(&sp->items_written));
+	queen_metric_u64(out, "queen_spool_write_failures_total", "counter",
+					 "Spool writes that failed (their items were answered failed).",
+					 pg_atomic_read_u64(&sp->write_failures));
+	queen_metric_u64(out, "queen_spool_items_drained_total", "counter",
+					 "Spooled items the maintenance worker committed.",
+					 pg_atomic_read_u64(&sp->items_drained));
+	queen_metric_u64(out, "queen_spool_items_dropped_duplicate_total", "counter",
+					 "Spooled items dropped at drain because their transactionId was stored already.",
+					 pg_atomic_read_u64(&sp->items_dropped));
+	queen_metric_u64(out, "queen_spool_files_drained_total", "counter",
+					 "Spool files committed and removed.",
+					 pg_atomic_read_u64(&sp->files_drained));
+	queen_metric_u64(out, "queen_spool_records_damaged_total", "counter",
+					 "Spool records that could not be read (checksum or truncation), kept under failed/.",
+					 pg_atomic_read_u64(&sp->records_damaged));
+	queen_metric_u64(out, "queen_spool_quarantined_items", "gauge",
+					 "Spooled items the database refused, set aside under failed/ (never committed): not 0 needs an operator.",
+					 pg_atomic_read_u64(&sp->quarantined_items));
+	queen_metric_u64(out, "queen_spool_items_quarantined_total", "counter",
+					 "Spooled items this server set aside under failed/ because the database refused them.",
+					 pg_atomic_read_u64(&sp->items_quarantined));
+	queen_metric_u64(out, "queen_spool_drain_retries_total", "counter",
+					 "Parts of spool files left for a later attempt after an error of the moment (lock, timeout).",
+					 pg_atomic_read_u64(&sp->drain_retries));
+	queen_metric_u64(out, "queen_spool_unknown_fate_items_total", "counter",
+					 "Items a listener spooled because their shard ended before answering (replayed; duplicates dropped).",
+					 pg_atomic_read_u64(&sp->unknown_fate));
+	queen_metric_u64(out, "queen_push_statement_timeouts_total", "counter",
+					 "Broker transactions cancelled by queen.push_statement_timeout or a cancel request.",
+					 pg_atomic_read_u64(&sp->statement_timeouts));
+}
+
+/*
+ * The committed bundles, and the round trips of the last ones (copied
+ * under the pool's lock by the caller, sorted here).
+ */
+static void
+queen_metrics_render_bundles(StringInfo out, QueenMetrics *m, float *rtts, int nrtt)
+{
+	uint64		commits = pg_atomic_read_u64(&m->commits);
+	uint64		segments = pg_atomic_read_u64(&m->segments);
+	uint64		items = pg_atomic_read_u64(&m->items);
 
 	queen_metric_u64(out, "queen_bundles_committed_total", "counter",
 					 "Bundle transactions committed by the fusion shards.",
@@ -184,9 +184,9 @@ queen_metrics_render(StringInfo out)
 					 "Bundle transactions that failed and were rolled back.",
 					 pg_atomic_read_u64(&m->bundle_failures));
 	queen_metric(out, "queen_batches_fired_total", "counter", "Segments written by committed bundles (Queen counts one batch per segment).");
-	appendStringInfo(out, "queen_batches_fired_total{op=\"push\"} " UINT64_FORMAT "\n", segments);
+	queen_metric_sample(out, "queen_batches_fired_total", "op=\"push\"", segments);
 	queen_metric(out, "queen_batch_items_fired_total", "counter", "Messages written by committed bundles.");
-	appendStringInfo(out, "queen_batch_items_fired_total{op=\"push\"} " UINT64_FORMAT "\n", items);
+	queen_metric_sample(out, "queen_batch_items_fired_total", "op=\"push\"", items);
 	queen_metric(out, "queen_fusion_items_per_batch", "gauge", "Lifetime messages per segment.");
 	appendStringInfo(out, "queen_fusion_items_per_batch{op=\"push\"} %.2f\n",
 					 segments ? (double) items / segments : 0.0);
@@ -209,6 +209,37 @@ queen_metrics_render(StringInfo out)
 		appendStringInfo(out, "queen_batch_rtt_milliseconds{op=\"push\",quantile=\"0.99\"} %.3f\n",
 						 rtts[Min(nrtt - 1, (int) (nrtt * 0.99))]);
 	}
+}
+
+void
+queen_metrics_render(StringInfo out)
+{
+	QueenMetrics *m = &queen_broker->metrics;
+	QueenPermitPool *pool = &queen_broker->permits;
+	TimestampTz started = (TimestampTz) pg_atomic_read_u64(&m->started_at);
+	float		rtts[lengthof(pool->rtt_ms)];
+	int			nrtt;
+	double		naive_limit;
+	double		queue_estimate;
+	uint64		grows,
+				shrinks;
+	int			s;
+
+	SpinLockAcquire(&pool->mutex);
+	nrtt = pool->rtt_count;
+	memcpy(rtts, pool->rtt_ms, sizeof(float) * nrtt);
+	naive_limit = pool->naive_limit_f;
+	queue_estimate = pool->last_queue;
+	grows = pool->grows;
+	shrinks = pool->shrinks;
+	SpinLockRelease(&pool->mutex);
+
+	queen_metric_real(out, "queen_uptime_seconds", "gauge",
+					  "Seconds since the broker's shared memory was set up.",
+					  0, (double) (GetCurrentTimestamp() - started) / USECS_PER_SEC);
+	queen_metrics_render_requests(out, m);
+	queen_metrics_render_spool(out);
+	queen_metrics_render_bundles(out, m, rtts, nrtt);
 
 	queen_metric_u64(out, "queen_push_permits_limit", "gauge",
 					 "Current limit of the shared push permit pool.",
@@ -226,8 +257,8 @@ queen_metrics_render(StringInfo out)
 					  "Last queue estimate of the permit law, in bundles.",
 					  2, queue_estimate);
 	queen_metric(out, "queen_push_permits_adjustments_total", "counter", "Steps the permit law took.");
-	appendStringInfo(out, "queen_push_permits_adjustments_total{direction=\"grow\"} " UINT64_FORMAT "\n", grows);
-	appendStringInfo(out, "queen_push_permits_adjustments_total{direction=\"shrink\"} " UINT64_FORMAT "\n", shrinks);
+	queen_metric_sample(out, "queen_push_permits_adjustments_total", "direction=\"grow\"", grows);
+	queen_metric_sample(out, "queen_push_permits_adjustments_total", "direction=\"shrink\"", shrinks);
 
 	queen_metric(out, "queen_shard_ready", "gauge", "1 when the fusion shard is connected and serving.");
 	for (s = 0; s < queen_broker->nshards; s++)

@@ -48,6 +48,7 @@
  *-------------------------------------------------------------------------
  */
 #include "shard.h"
+#include "bundle.h"
 #include "permits.h"
 #include "spool.h"
 #include "worker.h"
@@ -94,6 +95,8 @@ typedef struct QueenShardGroup
 	char	   *queue;
 	char	   *partition;
 	StringInfoData packed;		/* frames accumulated since the last flush */
+	QueenFrameMark *marks;		/* each one's bounds, hash and id, from arrival */
+	int			maxmarks;
 	int			nframes;
 	QueenContributor *contrib;
 	int			ncontrib;
@@ -184,6 +187,8 @@ queen_group_lookup(const pg_uuid_t *tenant, const char *queue, uint16 qlen,
 		g->queue = pnstrdup(queue, qlen);
 		g->partition = pnstrdup(partition, plen);
 		initStringInfo(&g->packed);
+		g->maxmarks = 64;
+		g->marks = palloc(sizeof(QueenFrameMark) * g->maxmarks);
 		g->nframes = 0;
 		g->maxcontrib = 8;
 		g->contrib = palloc(sizeof(QueenContributor) * g->maxcontrib);
@@ -209,8 +214,54 @@ queen_group_reset(QueenShardGroup *g)
 	}
 	else
 		resetStringInfo(&g->packed);
+	if (g->maxmarks > 16384)
+	{
+		g->maxmarks = 64;
+		g->marks = repalloc(g->marks, sizeof(QueenFrameMark) * g->maxmarks);
+	}
 	g->nframes = 0;
 	g->ncontrib = 0;
+}
+
+/*
+ * Append one request's checked frames and their marks to a group, note
+ * the request as a contributor, and put the group on the ready list.
+ */
+static void
+queen_group_add(QueenShardGroup *g, int listener, const QueenWirePush *m,
+				const char *frames, Size frames_len, const QueenFrameMark *marks)
+{
+	QueenContributor *ct;
+
+	if (g->ncontrib == g->maxcontrib)
+	{
+		g->maxcontrib *= 2;
+		g->contrib = repalloc(g->contrib, sizeof(QueenContributor) * g->maxcontrib);
+	}
+	ct = &g->contrib[g->ncontrib++];
+	ct->listener = listener;
+	ct->request = m->request;
+	ct->group = m->group;
+	ct->first = g->nframes;
+	ct->count = (int) m->nframes;
+	if (g->nframes + (int) m->nframes > g->maxmarks)
+	{
+		while (g->nframes + (int) m->nframes > g->maxmarks)
+			g->maxmarks *= 2;
+		g->marks = repalloc(g->marks, sizeof(QueenFrameMark) * g->maxmarks);
+	}
+	memcpy(g->marks + g->nframes, marks, sizeof(QueenFrameMark) * m->nframes);
+	appendBinaryStringInfo(&g->packed, frames, (int) frames_len);
+	queen_backlog_bytes += frames_len;
+	g->last_arrival = GetCurrentTimestamp();
+	if (g->nframes == 0)
+		g->first_arrival = g->last_arrival;
+	g->nframes += (int) m->nframes;
+	if (!g->ready)
+	{
+		g->ready = true;
+		dlist_push_tail(&queen_ready, &g->ready_node);
+	}
 }
 
 /* Forget groups nobody has pushed to for a while, so memory follows load. */
@@ -232,6 +283,7 @@ queen_groups_sweep(TimestampTz now)
 		pfree(g->queue);
 		pfree(g->partition);
 		pfree(g->packed.data);
+		pfree(g->marks);
 		pfree(g->contrib);
 		hash_search(queen_groups, &key, HASH_REMOVE, NULL);
 		pfree((void *) key.bytes);
@@ -243,20 +295,22 @@ queen_groups_sweep(TimestampTz now)
  * ----------------------------------------------------------------
  */
 
+/*
+ * Add the frames of one request's group to the partition's accumulating
+ * group.  They are decoded here, once: the frames must decode to exactly
+ * the count announced, and what the bundle needs of each (its bounds, its
+ * transactionId's hash, its id) is kept in the group's marks, so the
+ * bundle neither decodes nor hashes them again.
+ */
 static void
 queen_shard_take_push(int listener, StringInfo raw)
 {
 	QueenMsgReader r;
 	QueenWirePush m;
-	uint64		request;
-	uint32		group;
-	uint16		qlen,
-				plen;
-	uint32		nframes;
 	const char *frames;
 	Size		frames_len;
-	Size		pos = 0;
-	uint32		k;
+	Size		used = 0;
+	QueenFrameMark *marks;
 	QueenShardGroup *g;
 
 	(void) queen_wire_get_head(&r, raw, &m.request);
@@ -269,59 +323,35 @@ queen_shard_take_push(int listener, StringInfo raw)
 			queen_answer_group(listener, m.request, m.group, QUEEN_GROUP_FAILED);
 		return;
 	}
-	request = m.request;
-	group = m.group;
-	qlen = m.queue_len;
-	plen = m.partition_len;
-	nframes = m.nframes;
 	frames = r.data + r.pos;
 	frames_len = r.len - r.pos;
 
-	/* The frames must decode to exactly the count announced. */
-	for (k = 0; k < nframes; k++)
-	{
-		QueenFrame	frame;
-
-		if (queen_frame_decode(frames, frames_len, &pos, &frame) != NULL)
-			break;
-	}
-	if (k < nframes || pos != frames_len)
+	/* a count more frames than the bytes could hold is refused unallocated */
+	marks = m.nframes <= frames_len / (4 + QUEEN_FRAME_MIN_BODY) ?
+		palloc(sizeof(QueenFrameMark) * m.nframes) : NULL;
+	if (marks == NULL ||
+		queen_frames_mark(frames, frames_len, (int) m.nframes, marks, &used) != NULL ||
+		used != frames_len)
 	{
 		elog(LOG, "queen shard %d: dropped a submission whose frames do not decode",
 			 queen_shard_index);
-		queen_answer_group(listener, request, group, QUEEN_GROUP_FAILED);
+		queen_answer_group(listener, m.request, m.group, QUEEN_GROUP_FAILED);
+		if (marks != NULL)
+			pfree(marks);
 		return;
 	}
 
 	if (!queen_extension_ready && !queen_maintenance_on())
 	{
-		queen_answer_group(listener, request, group, QUEEN_GROUP_UNAVAILABLE);
+		queen_answer_group(listener, m.request, m.group, QUEEN_GROUP_UNAVAILABLE);
+		pfree(marks);
 		return;
 	}
 
-	g = queen_group_lookup((const pg_uuid_t *) m.tenant, m.queue, qlen, m.partition, plen);
-	if (g->ncontrib == g->maxcontrib)
-	{
-		g->maxcontrib *= 2;
-		g->contrib = repalloc(g->contrib, sizeof(QueenContributor) * g->maxcontrib);
-	}
-	g->contrib[g->ncontrib].listener = listener;
-	g->contrib[g->ncontrib].request = request;
-	g->contrib[g->ncontrib].group = group;
-	g->contrib[g->ncontrib].first = g->nframes;
-	g->contrib[g->ncontrib].count = (int) nframes;
-	g->ncontrib++;
-	appendBinaryStringInfo(&g->packed, frames, (int) frames_len);
-	queen_backlog_bytes += frames_len;
-	g->last_arrival = GetCurrentTimestamp();
-	if (g->nframes == 0)
-		g->first_arrival = g->last_arrival;
-	g->nframes += (int) nframes;
-	if (!g->ready)
-	{
-		g->ready = true;
-		dlist_push_tail(&queen_ready, &g->ready_node);
-	}
+	g = queen_group_lookup((const pg_uuid_t *) m.tenant, m.queue, m.queue_len,
+						   m.partition, m.partition_len);
+	queen_group_add(g, listener, &m, frames, frames_len, marks);
+	pfree(marks);
 }
 
 /* Take every complete message the listeners have left for us. */
@@ -590,9 +620,9 @@ queen_shard_run_bundle(void)
 	}
 	bgs = palloc0(sizeof(QueenBundleGroup) * Max(n, 1));
 	for (i = 0; i < n; i++)
-		queen_bundle_group_init(&bgs[i], &chosen[i]->tenant, chosen[i]->queue,
-								chosen[i]->partition, chosen[i]->packed.data,
-								chosen[i]->packed.len, chosen[i]->nframes);
+		queen_bundle_group_marked(&bgs[i], &chosen[i]->tenant, chosen[i]->queue,
+								  chosen[i]->partition, chosen[i]->packed.data,
+								  chosen[i]->marks, chosen[i]->nframes);
 
 	bundle.bgs = bgs;
 	bundle.n = n;

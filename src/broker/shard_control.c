@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "shard.h"
+#include "configure.h"
 #include "worker.h"
 
 #include "commands/extension.h"

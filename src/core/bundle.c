@@ -20,7 +20,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "queen.h"
+#include "bundle.h"
 #include "log_read.h"
 #include "log_write.h"
 
@@ -182,25 +182,31 @@ queen_bundle_layer2(QueenBundleGroup *g)
 	g->verified = -1;
 }
 
-/* Pack the group's pending frames into its segment: hash blob + zstd blob. */
+/*
+ * Pack the group's pending frames into its segment: hash blob + zstd blob.
+ * When the pending frames lie end to end in the caller's buffer (every
+ * frame the group was given, in order: the usual case, since frames are
+ * dropped only as duplicates), zstd reads them where they are; only a
+ * group with a hole is copied together first.  The bytes compressed are
+ * the same either way.
+ */
 static void
 queen_bundle_build(QueenBundleGroup *g, QueenSegment *seg)
 {
-	StringInfoData packed;
 	bytea	   *hashes = palloc(VARHDRSZ + (Size) g->npending * QUEEN_HASH_LEN);
+	const char *first = g->frames[g->pending[0]].packed;
+	bool		in_place = true;
 	Size		total = 0;
 	int			k;
 
-	for (k = 0; k < g->npending; k++)
-		total += g->frames[g->pending[k]].packed_len;
-	initStringInfo(&packed);
-	enlargeStringInfo(&packed, (int) total);
 	SET_VARSIZE(hashes, VARHDRSZ + (Size) g->npending * QUEEN_HASH_LEN);
 	for (k = 0; k < g->npending; k++)
 	{
 		QueenBundleFrame *f = &g->frames[g->pending[k]];
 
-		appendBinaryStringInfo(&packed, f->packed, (int) f->packed_len);
+		if (f->packed != first + total)
+			in_place = false;
+		total += f->packed_len;
 		memcpy(VARDATA(hashes) + (Size) k * QUEEN_HASH_LEN, f->hash, QUEEN_HASH_LEN);
 	}
 
@@ -211,17 +217,64 @@ queen_bundle_build(QueenBundleGroup *g, QueenSegment *seg)
 	seg->msg_count = g->npending;
 	seg->hashes = hashes;
 	seg->verified = g->verified;
-	seg->blob = queen_compress(packed.data, packed.len, queen_zstd_level);
-	pfree(packed.data);
+	if (in_place)
+		seg->blob = queen_compress(first, total, queen_zstd_level);
+	else
+	{
+		StringInfoData packed;
+
+		initStringInfo(&packed);
+		enlargeStringInfo(&packed, (int) total);
+		for (k = 0; k < g->npending; k++)
+		{
+			QueenBundleFrame *f = &g->frames[g->pending[k]];
+
+			appendBinaryStringInfo(&packed, f->packed, (int) f->packed_len);
+		}
+		seg->blob = queen_compress(packed.data, packed.len, queen_zstd_level);
+		pfree(packed.data);
+	}
 }
 
 /*
- * The engine's view of one partition's packed frames: every frame, with
- * its hash.  The frames must decode (callers checked them on arrival).
+ * Decode nframes frames from the start of frames, checking each, and keep
+ * in marks what a bundle needs of them.  Returns NULL, with *used the bytes
+ * they took, or the first problem.  This is the one decode a frame gets on
+ * its way to a segment: the shards mark what arrives (shard.c), and the
+ * engine then works from the marks.
+ */
+const char *
+queen_frames_mark(const char *frames, Size len, int nframes, QueenFrameMark *marks,
+				  Size *used)
+{
+	Size		pos = 0;
+	int			k;
+
+	for (k = 0; k < nframes; k++)
+	{
+		QueenFrame	frame;
+		Size		start = pos;
+		const char *problem = queen_frame_decode(frames, len, &pos, &frame);
+
+		if (problem != NULL)
+			return problem;
+		marks[k].len = (uint32) (pos - start);
+		marks[k].message_id = frame.message_id;
+		queen_txn_hash(frame.txn, frame.txn_len, marks[k].hash);
+	}
+	*used = pos;
+	return NULL;
+}
+
+/*
+ * The engine's view of one partition's packed frames, from their marks:
+ * every frame, where it lies in frames, with its hash.  Nothing is decoded
+ * or copied; frames must outlive the bundle.
  */
 void
-queen_bundle_group_init(QueenBundleGroup *bg, const pg_uuid_t *tenant, const char *queue,
-						const char *partition, const char *frames, Size len, int nframes)
+queen_bundle_group_marked(QueenBundleGroup *bg, const pg_uuid_t *tenant, const char *queue,
+						  const char *partition, const char *frames,
+						  const QueenFrameMark *marks, int nframes)
 {
 	Size		pos = 0;
 	int			k;
@@ -235,16 +288,30 @@ queen_bundle_group_init(QueenBundleGroup *bg, const pg_uuid_t *tenant, const cha
 	for (k = 0; k < nframes; k++)
 	{
 		QueenBundleFrame *f = &bg->frames[k];
-		QueenFrame	frame;
-		Size		start = pos;
 
-		if (queen_frame_decode(frames, len, &pos, &frame) != NULL)
-			elog(ERROR, "queen: checked frames do not decode");
-		f->packed = frames + start;
-		f->packed_len = (uint32) (pos - start);
-		f->message_id = frame.message_id;
-		queen_txn_hash(frame.txn, frame.txn_len, f->hash);
+		f->packed = frames + pos;
+		f->packed_len = marks[k].len;
+		pos += marks[k].len;
+		f->message_id = marks[k].message_id;
+		memcpy(f->hash, marks[k].hash, QUEEN_HASH_LEN);
 	}
+}
+
+/*
+ * The same for frames nobody marked yet (the drain's spooled records): the
+ * frames must decode (callers checked them when they read them).
+ */
+void
+queen_bundle_group_init(QueenBundleGroup *bg, const pg_uuid_t *tenant, const char *queue,
+						const char *partition, const char *frames, Size len, int nframes)
+{
+	QueenFrameMark *marks = palloc(sizeof(QueenFrameMark) * Max(nframes, 1));
+	Size		used;
+
+	if (queen_frames_mark(frames, len, nframes, marks, &used) != NULL)
+		elog(ERROR, "queen: checked frames do not decode");
+	queen_bundle_group_marked(bg, tenant, queue, partition, frames, marks, nframes);
+	pfree(marks);
 }
 
 /*

@@ -154,6 +154,8 @@ extern void queen_check_transaction_id(const char *txn, size_t len);
 extern char *queen_json_problem(const char *payload, size_t len);
 extern const char *queen_json_number_problem(const char *num, size_t len);
 extern char *queen_json_syntax_problem(const char *payload, size_t len);
+struct JsonSemAction;
+extern char *queen_json_walk(const char *text, size_t len, struct JsonSemAction *sem);
 extern bool queen_json_numbers_need_check(const char *text, size_t len);
 
 /*
@@ -184,63 +186,6 @@ extern void queen_dedup_cache_init(void);
 extern void queen_alloc_init(void);
 
 /* ----------------------------------------------------------------
- *		Bundles of frames (bundle.c)
- * ----------------------------------------------------------------
- */
-
-/* One frame offered to a bundle, and its verdict. */
-typedef struct QueenBundleFrame
-{
-	/* input */
-	const char *packed;			/* the frame encoded as stored */
-	uint32		packed_len;
-	uint8		hash[QUEEN_HASH_LEN];	/* XXH3-128 of its transactionId */
-	pg_uuid_t	message_id;		/* the minted id; a duplicate's becomes the original's */
-
-	/* output */
-	QueenSegmentStatus status;
-	int			leader;			/* layer-2 follower of this frame index, or -1 */
-	int64		offset;			/* queued: its own; duplicate: the original's */
-	TimestampTz created_at;
-	bool		created_known;
-} QueenBundleFrame;
-
-/* The frames for one (tenant, queue, partition). */
-typedef struct QueenBundleGroup
-{
-	const char *queue;
-	const char *partition;
-	pg_uuid_t	tenant;
-	QueenBundleFrame *frames;
-	int			nframes;
-
-	/* output */
-	pg_uuid_t	partition_id;
-	int			nsegments;		/* segments written for this group (0 or 1) */
-
-	/* private to bundle.c */
-	int		   *pending;
-	int			npending;
-	int64		verified;
-} QueenBundleGroup;
-
-extern void queen_bundle_push(QueenBundleGroup *groups, int ngroups);
-extern void queen_bundle_group_init(QueenBundleGroup *bg, const pg_uuid_t *tenant,
-									const char *queue, const char *partition,
-									const char *frames, Size len, int nframes);
-
-/* What identifies an item of a push request for layer-1 dedup. */
-typedef struct QueenItemKey
-{
-	const char *queue;
-	const char *partition;
-	const char *txn;
-} QueenItemKey;
-
-extern int	queen_group_items(const QueenItemKey *keys, int n, int *leader,
-							  int ***members, int **nmembers);
-
-/* ----------------------------------------------------------------
  *		HTTP push bodies (push_body.c)
  * ----------------------------------------------------------------
  */
@@ -269,24 +214,5 @@ extern const char *queen_parse_push_body(const char *body, size_t len,
 										 int max_items, QueenHttpItem **items,
 										 int *nitems, bool *too_many);
 extern bool queen_parse_enabled_body(const char *body, size_t len, bool *enabled);
-
-/* ----------------------------------------------------------------
- *		Queue configuration (configure.c)
- * ----------------------------------------------------------------
- */
-
-/*
- * POST /api/v1/configure and DELETE /api/v1/resources/queues/:queue, in the
- * caller's transaction.  Each returns an HTTP status and appends the JSON
- * body to out: configure answers 200 with the effective configuration or
- * 400 with {"error", "invalid"} having written nothing; delete answers 200
- * whether or not the queue existed (400 only for a name that is not UTF-8).
- * They raise only when the database fails.  Both connect to SPI and finish
- * it themselves.
- */
-extern int	queen_configure_queue(const pg_uuid_t *tenant, const char *body,
-								  size_t len, StringInfo out);
-extern int	queen_delete_queue(const pg_uuid_t *tenant, const char *queue,
-							   StringInfo out);
 
 #endif							/* QUEEN_H */

@@ -393,10 +393,9 @@ queen_json_scalar(void *state, char *token, JsonTokenType type)
 char *
 queen_json_problem(const char *payload, size_t len)
 {
-	JsonLexContext *lex;
-	JsonParseErrorType result;
 	JsonSemAction sem;
 	QueenJsonCheck check;
+	char	   *problem;
 
 	if (len > 0 && memchr(payload, '\0', len) != NULL)
 		return pstrdup("payload contains a NUL byte");
@@ -412,13 +411,11 @@ queen_json_problem(const char *payload, size_t len)
 	sem.object_field_start = queen_json_field_start;
 	sem.array_element_start = queen_json_element_start;
 	sem.scalar = queen_json_scalar;
-	lex = makeJsonLexContextCstringLen(unconstify(char *, payload), (int) len,
-									   PG_UTF8, true);
-	result = pg_parse_json(lex, &sem);
+	problem = queen_json_walk(payload, len, &sem);
 	if (check.levels != NULL)
 		pfree(check.levels);
-	if (result != JSON_SUCCESS)
-		return json_errdetail(result, lex);
+	if (problem != NULL)
+		return problem;
 	if (check.problem != NULL)
 		return pstrdup(check.problem);
 	return NULL;
@@ -433,14 +430,24 @@ queen_json_problem(const char *payload, size_t len)
 char *
 queen_json_syntax_problem(const char *payload, size_t len)
 {
-	JsonLexContext *lex;
-	JsonParseErrorType result;
-
 	if (!pg_verify_mbstr(PG_UTF8, payload, (int) len, true))
 		return pstrdup("payload is not valid UTF-8");
-	lex = makeJsonLexContextCstringLen(unconstify(char *, payload), (int) len,
-									   PG_UTF8, true);
-	result = pg_parse_json(lex, &nullSemAction);
+	return queen_json_walk(payload, len, &nullSemAction);
+}
+
+/*
+ * Run PostgreSQL's JSON parser over UTF-8 text with sem's callbacks,
+ * escapes on (so \u0000, which jsonb cannot store, is an error).  Returns
+ * NULL, or the parser's description of the first error.  Callers check the
+ * encoding first: the lexer does not.
+ */
+char *
+queen_json_walk(const char *text, size_t len, JsonSemAction *sem)
+{
+	JsonLexContext *lex = makeJsonLexContextCstringLen(unconstify(char *, text), (int) len,
+													   PG_UTF8, true);
+	JsonParseErrorType result = pg_parse_json(lex, sem);
+
 	if (result == JSON_SUCCESS)
 		return NULL;
 	return json_errdetail(result, lex);

@@ -16,7 +16,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "queen.h"
+#include "bundle.h"
 
 #include "fmgr.h"
 #include "funcapi.h"
@@ -86,6 +86,52 @@ queen_validate_item(const QueenPushItem *item, int i, bool from_array)
 }
 
 /*
+ * Encode a group's leaders as frames, end to end in one buffer (so the
+ * bundle engine compresses them where they are), and describe each to the
+ * engine with the hash and id the item already has.
+ */
+static void
+queen_push_group_frames(QueenBundleGroup *g, const QueenPushItem *items,
+						const int *members, int nmembers, const pg_uuid_t *tenant)
+{
+	StringInfoData packed;
+	Size		pos = 0;
+	int			k;
+
+	initStringInfo(&packed);
+	g->frames = palloc(sizeof(QueenBundleFrame) * nmembers);
+	for (k = 0; k < nmembers; k++)
+	{
+		const QueenPushItem *item = &items[members[k]];
+		QueenFrame	frame;
+
+		memset(&frame, 0, sizeof(frame));
+		frame.message_id = item->message_id;
+		frame.txn = item->txn;
+		frame.txn_len = (uint16) strlen(item->txn);
+		frame.payload = item->payload;
+		frame.payload_len = (uint32) item->payload_len;
+		queen_frame_append(&packed, &frame);
+		g->frames[k].packed_len = (uint32) queen_frame_size(&frame);
+	}
+	/* pointers into packed only once it has stopped growing */
+	for (k = 0; k < nmembers; k++)
+	{
+		const QueenPushItem *item = &items[members[k]];
+		QueenBundleFrame *f = &g->frames[k];
+
+		f->packed = packed.data + pos;
+		pos += f->packed_len;
+		memcpy(f->hash, item->hash, QUEEN_HASH_LEN);
+		f->message_id = item->message_id;
+	}
+	g->queue = items[members[0]].queue;
+	g->partition = items[members[0]].partition;
+	g->tenant = *tenant;
+	g->nframes = nmembers;
+}
+
+/*
  * Push items as one bundle in the current transaction and fill in every
  * item's verdict.
  */
@@ -144,46 +190,7 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 
 	groups = palloc0(sizeof(QueenBundleGroup) * ngroups);
 	for (i = 0; i < ngroups; i++)
-	{
-		QueenBundleGroup *g = &groups[i];
-		int		   *members = group_items[i];
-		int			nmembers_g = nmembers[i];
-		int			k;
-		StringInfoData packed;
-		Size		pos = 0;
-
-		initStringInfo(&packed);
-		g->frames = palloc(sizeof(QueenBundleFrame) * nmembers_g);
-		for (k = 0; k < nmembers_g; k++)
-		{
-			QueenPushItem *item = &items[members[k]];
-			QueenFrame	frame;
-
-			memset(&frame, 0, sizeof(frame));
-			frame.message_id = item->message_id;
-			frame.txn = item->txn;
-			frame.txn_len = (uint16) strlen(item->txn);
-			frame.payload = item->payload;
-			frame.payload_len = (uint32) item->payload_len;
-			queen_frame_append(&packed, &frame);
-			g->frames[k].packed_len = (uint32) queen_frame_size(&frame);
-		}
-		/* pointers into packed only once it has stopped growing */
-		for (k = 0; k < nmembers_g; k++)
-		{
-			QueenPushItem *item = &items[members[k]];
-			QueenBundleFrame *f = &g->frames[k];
-
-			f->packed = packed.data + pos;
-			pos += f->packed_len;
-			memcpy(f->hash, item->hash, QUEEN_HASH_LEN);
-			f->message_id = item->message_id;
-		}
-		g->queue = items[members[0]].queue;
-		g->partition = items[members[0]].partition;
-		g->tenant = *tenant;
-		g->nframes = nmembers_g;
-	}
+		queen_push_group_frames(&groups[i], items, group_items[i], nmembers[i], tenant);
 
 	queen_bundle_push(groups, ngroups);
 
