@@ -40,7 +40,8 @@
  * it again; the listeners notice the new incarnation and spool what it
  * had not answered (listener.c).  The push permit it held goes back to
  * the pool from its exit callback (permits.c).  Its answers to the
- * listeners are shard_answer.c's, its control requests shard_control.c's.
+ * listeners are shard_answer.c's, its control requests shard_control.c's,
+ * its accumulating groups shard_groups.c's.
  *
  * The database may not exist when the cluster starts: see
  * queen_worker_connect (worker.c).
@@ -48,69 +49,27 @@
  *-------------------------------------------------------------------------
  */
 #include "shard.h"
+#include "shard_groups.h"
 #include "bundle.h"
 #include "permits.h"
 #include "spool.h"
 #include "worker.h"
 
-#include "common/hashfn.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/pmsignal.h"
 #include "utils/backend_status.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
-/* Groups nobody pushed to for this long are forgotten. */
-#define QUEEN_GROUP_IDLE_SECS			60
-
 /* The experiment floor never holds a segment longer than this. */
 #define QUEEN_MIN_FRAMES_WAIT_US		2000
 
-/* One request's share of a group: which frames are its. */
-typedef struct QueenContributor
-{
-	int			listener;
-	uint64		request;
-	uint32		group;			/* the request's group index */
-	int			first;			/* first frame in the group's packed buffer */
-	int			count;
-} QueenContributor;
-
-/* Hash key: tenant (16 bytes) + queue + 0x1F + partition. */
-typedef struct QueenGroupKey
-{
-	const char *bytes;
-	uint32		len;
-} QueenGroupKey;
-
-typedef struct QueenShardGroup
-{
-	QueenGroupKey key;			/* first: dynahash compares it */
-	pg_uuid_t	tenant;
-	char	   *queue;
-	char	   *partition;
-	StringInfoData packed;		/* frames accumulated since the last flush */
-	QueenFrameMark *marks;		/* each one's bounds, hash and id, from arrival */
-	int			maxmarks;
-	int			nframes;
-	QueenContributor *contrib;
-	int			ncontrib;
-	int			maxcontrib;
-	TimestampTz first_arrival;
-	TimestampTz last_arrival;
-	bool		ready;
-	dlist_node	ready_node;
-} QueenShardGroup;
-
 static int	queen_shard_index;
 static QueenWorkerSlot *queen_shard_slot;
-static HTAB *queen_groups;
-static dlist_head queen_ready = DLIST_STATIC_INIT(queen_ready);
 static MemoryContext queen_shard_cxt;	/* groups and their buffers */
 static MemoryContext queen_bundle_cxt;	/* one bundle, reset after it */
 static QueenRingReader queen_readers[QUEEN_MAX_LISTENERS];
@@ -119,176 +78,6 @@ static bool queen_extension_known = false;
 static TimestampTz queen_extension_checked = 0;
 static bool queen_shard_closing = false;
 static char *queen_shard_who;	/* "shard <index>", for the logs */
-static Size queen_backlog_bytes = 0;	/* frames accumulated, not yet flushed */
-
-/* ----------------------------------------------------------------
- *		Group table
- * ----------------------------------------------------------------
- */
-
-static uint32
-queen_group_hash(const void *key, Size keysize)
-{
-	const QueenGroupKey *k = (const QueenGroupKey *) key;
-
-	(void) keysize;
-	return hash_bytes((const unsigned char *) k->bytes, (int) k->len);
-}
-
-static int
-queen_group_match(const void *key1, const void *key2, Size keysize)
-{
-	const QueenGroupKey *a = (const QueenGroupKey *) key1;
-	const QueenGroupKey *b = (const QueenGroupKey *) key2;
-
-	(void) keysize;
-	if (a->len != b->len)
-		return 1;
-	return memcmp(a->bytes, b->bytes, a->len);
-}
-
-static void
-queen_groups_create(void)
-{
-	HASHCTL		ctl;
-
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(QueenGroupKey);
-	ctl.entrysize = sizeof(QueenShardGroup);
-	ctl.hash = queen_group_hash;
-	ctl.match = queen_group_match;
-	ctl.hcxt = queen_shard_cxt;
-	queen_groups = hash_create("queen shard groups", 1024, &ctl,
-							   HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
-}
-
-static QueenShardGroup *
-queen_group_lookup(const pg_uuid_t *tenant, const char *queue, uint16 qlen,
-				   const char *partition, uint16 plen)
-{
-	char		stack[QUEEN_IDENT_MAX];
-	QueenGroupKey key;
-	QueenShardGroup *g;
-	bool		found;
-
-	key.bytes = stack;
-	key.len = queen_partition_ident(stack, tenant, queue, qlen, partition, plen);
-
-	g = (QueenShardGroup *) hash_search(queen_groups, &key, HASH_ENTER, &found);
-	if (!found)
-	{
-		MemoryContext old = MemoryContextSwitchTo(queen_shard_cxt);
-		char	   *owned = palloc(key.len);
-
-		memcpy(owned, stack, key.len);
-		g->key.bytes = owned;
-		g->key.len = key.len;
-		g->tenant = *tenant;
-		g->queue = pnstrdup(queue, qlen);
-		g->partition = pnstrdup(partition, plen);
-		initStringInfo(&g->packed);
-		g->maxmarks = 64;
-		g->marks = palloc(sizeof(QueenFrameMark) * g->maxmarks);
-		g->nframes = 0;
-		g->maxcontrib = 8;
-		g->contrib = palloc(sizeof(QueenContributor) * g->maxcontrib);
-		g->ncontrib = 0;
-		g->ready = false;
-		MemoryContextSwitchTo(old);
-	}
-	return g;
-}
-
-/* Empty a group after its flush; a buffer that grew huge is given back. */
-static void
-queen_group_reset(QueenShardGroup *g)
-{
-	queen_backlog_bytes -= Min(queen_backlog_bytes, (Size) g->packed.len);
-	if (g->packed.maxlen > 1024 * 1024)
-	{
-		MemoryContext old = MemoryContextSwitchTo(queen_shard_cxt);
-
-		pfree(g->packed.data);
-		initStringInfo(&g->packed);
-		MemoryContextSwitchTo(old);
-	}
-	else
-		resetStringInfo(&g->packed);
-	if (g->maxmarks > 16384)
-	{
-		g->maxmarks = 64;
-		g->marks = repalloc(g->marks, sizeof(QueenFrameMark) * g->maxmarks);
-	}
-	g->nframes = 0;
-	g->ncontrib = 0;
-}
-
-/*
- * Append one request's checked frames and their marks to a group, note
- * the request as a contributor, and put the group on the ready list.
- */
-static void
-queen_group_add(QueenShardGroup *g, int listener, const QueenWirePush *m,
-				const char *frames, Size frames_len, const QueenFrameMark *marks)
-{
-	QueenContributor *ct;
-
-	if (g->ncontrib == g->maxcontrib)
-	{
-		g->maxcontrib *= 2;
-		g->contrib = repalloc(g->contrib, sizeof(QueenContributor) * g->maxcontrib);
-	}
-	ct = &g->contrib[g->ncontrib++];
-	ct->listener = listener;
-	ct->request = m->request;
-	ct->group = m->group;
-	ct->first = g->nframes;
-	ct->count = (int) m->nframes;
-	if (g->nframes + (int) m->nframes > g->maxmarks)
-	{
-		while (g->nframes + (int) m->nframes > g->maxmarks)
-			g->maxmarks *= 2;
-		g->marks = repalloc(g->marks, sizeof(QueenFrameMark) * g->maxmarks);
-	}
-	memcpy(g->marks + g->nframes, marks, sizeof(QueenFrameMark) * m->nframes);
-	appendBinaryStringInfo(&g->packed, frames, (int) frames_len);
-	queen_backlog_bytes += frames_len;
-	g->last_arrival = GetCurrentTimestamp();
-	if (g->nframes == 0)
-		g->first_arrival = g->last_arrival;
-	g->nframes += (int) m->nframes;
-	if (!g->ready)
-	{
-		g->ready = true;
-		dlist_push_tail(&queen_ready, &g->ready_node);
-	}
-}
-
-/* Forget groups nobody has pushed to for a while, so memory follows load. */
-static void
-queen_groups_sweep(TimestampTz now)
-{
-	HASH_SEQ_STATUS seq;
-	QueenShardGroup *g;
-
-	hash_seq_init(&seq, queen_groups);
-	while ((g = (QueenShardGroup *) hash_seq_search(&seq)) != NULL)
-	{
-		QueenGroupKey key;
-
-		if (g->nframes > 0 || g->ready ||
-			!TimestampDifferenceExceeds(g->last_arrival, now, QUEEN_GROUP_IDLE_SECS * 1000))
-			continue;
-		key = g->key;
-		pfree(g->queue);
-		pfree(g->partition);
-		pfree(g->packed.data);
-		pfree(g->marks);
-		pfree(g->contrib);
-		hash_search(queen_groups, &key, HASH_REMOVE, NULL);
-		pfree((void *) key.bytes);
-	}
-}
 
 /* ----------------------------------------------------------------
  *		Receiving
@@ -569,11 +358,11 @@ queen_shard_spool_ready(void)
 	int			n = 0;
 	MemoryContext old = MemoryContextSwitchTo(queen_bundle_cxt);
 
-	chosen = palloc(sizeof(QueenShardGroup *) * Max(hash_get_num_entries(queen_groups), 1));
-	while (!dlist_is_empty(&queen_ready))
+	chosen = palloc(sizeof(QueenShardGroup *) * Max(queen_groups_count(), 1));
+	while (!dlist_is_empty(&queen_groups_ready))
 	{
 		QueenShardGroup *g = dlist_container(QueenShardGroup, ready_node,
-											 dlist_pop_head_node(&queen_ready));
+											 dlist_pop_head_node(&queen_groups_ready));
 
 		g->ready = false;
 		chosen[n++] = g;
@@ -610,10 +399,10 @@ queen_shard_run_bundle(void)
 	if (queen_test_fault("shard_error_holding_permit"))
 		elog(ERROR, "queen.test_fault: shard %d fails holding a push permit", queen_shard_index);
 	chosen = palloc(sizeof(QueenShardGroup *) * queen_bundle_max);
-	while (n < queen_bundle_max && !dlist_is_empty(&queen_ready))
+	while (n < queen_bundle_max && !dlist_is_empty(&queen_groups_ready))
 	{
 		QueenShardGroup *g = dlist_container(QueenShardGroup, ready_node,
-											 dlist_pop_head_node(&queen_ready));
+											 dlist_pop_head_node(&queen_groups_ready));
 
 		g->ready = false;
 		chosen[n++] = g;
@@ -692,11 +481,11 @@ queen_shard_has_ready(TimestampTz now, long *hold_ms)
 	dlist_iter	it;
 
 	*hold_ms = -1;
-	if (dlist_is_empty(&queen_ready))
+	if (dlist_is_empty(&queen_groups_ready))
 		return false;
 	if (queen_fusion_min_frames <= 0)
 		return true;
-	dlist_foreach(it, &queen_ready)
+	dlist_foreach(it, &queen_groups_ready)
 	{
 		QueenShardGroup *g = dlist_container(QueenShardGroup, ready_node, it.cur);
 
@@ -762,7 +551,7 @@ queen_shard_start(int index)
 											ALLOCSET_DEFAULT_SIZES);
 	queen_bundle_cxt = AllocSetContextCreate(TopMemoryContext, "queen bundle",
 											 ALLOCSET_DEFAULT_SIZES);
-	queen_groups_create();
+	queen_groups_create(queen_shard_cxt);
 	for (l = 0; l < queen_broker->nlisteners; l++)
 		queen_ring_reader_init(&queen_readers[l], queen_submit_ring(l, queen_shard_index),
 							   queen_shard_cxt);
@@ -818,7 +607,7 @@ queen_shard_work(TimestampTz *now, long *timeout)
 static bool
 queen_shard_close(TimestampTz closing_since, TimestampTz now, long *timeout)
 {
-	bool		idle = dlist_is_empty(&queen_ready) && !queen_shard_answers_pending();
+	bool		idle = dlist_is_empty(&queen_groups_ready) && !queen_shard_answers_pending();
 
 	/* every listener gone (or never started): nothing more can arrive */
 	if (idle && queen_workers_all_in(queen_broker->listeners, queen_broker->nlisteners,
