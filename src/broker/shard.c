@@ -276,7 +276,6 @@ queen_shard_bundle_body(void *arg)
 static void
 queen_shard_route_all(QueenShardGroup *g, QueenFrameVerdict status)
 {
-	Size		pos = 0;
 	int			c;
 
 	for (c = 0; c < g->ncontrib; c++)
@@ -286,15 +285,9 @@ queen_shard_route_all(QueenShardGroup *g, QueenFrameVerdict status)
 											(uint32) ct->count);
 		int			k;
 
-		for (k = 0; k < ct->count; k++)
-		{
-			QueenFrame	frame;
-
-			/* decoded once already on arrival, so this cannot fail */
-			if (queen_frame_decode(g->packed.data, g->packed.len, &pos, &frame) != NULL)
-				elog(ERROR, "queen: accumulated frames do not decode");
-			queen_wire_put_verdict_frame(msg, (uint8) status, &frame.message_id);
-		}
+		/* the ids were read from the frames once, on arrival */
+		for (k = ct->first; k < ct->first + ct->count; k++)
+			queen_wire_put_verdict_frame(msg, (uint8) status, &g->marks[k].message_id);
 		queen_answer_send(ct->listener, msg);
 	}
 }
