@@ -39,6 +39,7 @@
 #include "broker.h"
 #include "wire.h"
 #include "http.h"
+#include "push_body.h"
 
 #include <http_parser.h>
 
