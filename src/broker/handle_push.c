@@ -34,6 +34,10 @@ queen_push_group_answered(QueenPushRequest *r, QueenReqGroup *g)
 	r->waiting--;
 }
 
+/*
+ * Answer a push whose groups all have a verdict (or never will): one result
+ * per item, in request order.
+ */
 void
 queen_push_render(QueenPending *p)
 {
