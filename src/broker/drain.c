@@ -49,7 +49,6 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "storage/pmsignal.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -171,9 +170,8 @@ queen_drain_pass(List *files)
 		if (done == QUEEN_DRAIN_FILES_PER_PASS || ShutdownRequestPending ||
 			queen_maintenance_on())
 			break;
-		/* no latch wait between files: notice a dead postmaster here */
-		if (!PostmasterIsAlive())
-			proc_exit(1);
+		/* no latch wait between files */
+		queen_worker_check_postmaster();
 		if (strlen(name) >= MAXPGPATH)
 			continue;
 		st = (QueenDrainFile *) hash_search(queen_drain_files, name, HASH_ENTER, &found);

@@ -27,7 +27,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "queen.h"
+#include "push_body.h"
 
 #include "common/jsonapi.h"
 #include "fmgr.h"

@@ -59,7 +59,6 @@
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
-#include "storage/pmsignal.h"
 #include "utils/backend_status.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -648,9 +647,8 @@ queen_shard_main(Datum arg)
 		/* a cancel between transactions has nothing to cancel */
 		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
-		/* under steady load the loop never waits on the latch, which would notice */
-		if (!PostmasterIsAlive())
-			proc_exit(1);
+		/* under steady load the loop never waits on the latch */
+		queen_worker_check_postmaster();
 		if (queen_worker_reload() && queen_shard_index == 0)
 		{
 			queen_permits_reconfigure();

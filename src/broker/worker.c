@@ -43,6 +43,7 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
+#include "storage/pmsignal.h"
 #include "utils/backend_status.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -453,6 +454,18 @@ queen_worker_restart(const char *who)
 	ereport(LOG,
 			(errmsg("queen %s: terminated while the broker runs; restarting", who)));
 	proc_exit(1);
+}
+
+/*
+ * Exit (1, as after any crash of the postmaster's children) once the
+ * postmaster is gone.  For loops that may not wait on their latch for a
+ * long time under load, where WL_EXIT_ON_PM_DEATH would have noticed.
+ */
+void
+queen_worker_check_postmaster(void)
+{
+	if (!PostmasterIsAlive())
+		proc_exit(1);
 }
 
 /* ----------------------------------------------------------------

@@ -42,6 +42,7 @@ extern int	queen_shutdown_grace_ms(bool shard);
 extern bool queen_worker_alone(QueenWorkerSlot *peers, int npeers,
 							   TimestampTz closing_since, TimestampTz now);
 extern pg_attribute_noreturn() void queen_worker_restart(const char *who);
+extern void queen_worker_check_postmaster(void);
 extern void queen_broker_log_config(const char *who);
 extern bool queen_test_fault(const char *name);
 

@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * listener.h
+ *	  What the listener's files share: the table of requests waiting for a
+ *	  shard, the push request between its arrival and its answer, and the
+ *	  listener's own state.  Private to listener.c (the event loop, the
+ *	  pending table, verdict collection), handle_push.c, handle_admin.c and
+ *	  routes.c; nothing outside the listener process sees it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_LISTENER_H
+#define QUEEN_LISTENER_H
+
+#include "broker.h"
+#include "http.h"
+#include "push_body.h"
+
+typedef enum QueenPendingKind
+{
+	QUEEN_PENDING_PUSH,
+	QUEEN_PENDING_CONTROL
+} QueenPendingKind;
+
+/* One group of a push request. */
+typedef struct QueenReqGroup
+{
+	int		   *items;			/* leader item indexes, item order */
+	int			nitems;
+	int			shard;
+	bool		answered;
+} QueenReqGroup;
+
+/* A push request between its arrival and its answer. */
+typedef struct QueenPushRequest
+{
+	QueenHttpItem *items;
+	int			nitems;
+	pg_uuid_t  *ids;			/* minted; duplicates get the original's */
+	char	  **txns;			/* the transactionId of each item */
+	int		   *leader;			/* layer-1 leader, or -1 */
+	uint8	   *status;			/* QueenFrameVerdict, 0 = not yet */
+	QueenReqGroup *groups;
+	int			ngroups;
+	int			waiting;		/* groups without a verdict */
+	int			unavailable;	/* groups answered "database not there" */
+	bool		spool_failed;	/* maintenance mode, and the spool failed */
+} QueenPushRequest;
+
+typedef struct QueenPending
+{
+	uint64		id;				/* hash key */
+	QueenPendingKind kind;
+	QueenHttpRequest *http;
+	QueenPushRequest *push;		/* kind PUSH */
+	int			shard;			/* kind CONTROL */
+} QueenPending;
+
+/* listener.c: the listener's state */
+extern int	queen_listener_index;
+extern QueenHttpServer *queen_listener_http;
+extern bool queen_listener_closing;
+extern pg_uuid_t queen_listener_tenant;
+
+/* listener.c: shards and the pending table */
+extern bool queen_listener_shard_ready(int shard);
+extern const char *queen_listener_unavailable(int shard);
+extern StringInfo queen_listener_message_new(void);
+extern void queen_listener_send(int shard, StringInfo msg);
+extern QueenPending *queen_listener_register(QueenPendingKind kind, QueenHttpRequest *http,
+											 QueenPushRequest *push);
+extern QueenPending queen_listener_take(QueenPending *p);
+extern long queen_listener_waiting(void);
+
+/* handle_push.c: what the verdicts and the spooling of unknown fates need */
+extern void queen_push_group_answered(QueenPushRequest *r, QueenReqGroup *g);
+extern void queen_push_group_frames(StringInfo out, const QueenPushRequest *r,
+									const QueenReqGroup *g);
+extern void queen_push_render(QueenPending *p);
+
+#endif							/* QUEEN_LISTENER_H */

@@ -1,0 +1,278 @@
+/*-------------------------------------------------------------------------
+ *
+ * routes.c
+ *	  The listener's route table and its matcher: which handler answers a
+ *	  request, 404 and 405 when none does, and the :params of the path,
+ *	  percent-decoded once.
+ *
+ * Queen's API has about forty routes.  Each is one row here plus its
+ * handler (handle_push.c, handle_admin.c), so adding one touches neither
+ * the event loop nor the other handlers.  A pattern's literal parts match
+ * byte for byte (paths arrive without their query string and still
+ * percent-encoded); a :param matches one non-empty segment, and is decoded
+ * only once the method is known to be allowed, so a wrong method is 405
+ * whatever the segment holds.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <http_parser.h>
+
+#include "broker.h"
+#include "routes.h"
+
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+static const QueenRoute queen_routes[] = {
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/push",
+	queen_handle_push, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/configure",
+	queen_handle_configure, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_DELETE), "/api/v1/resources/queues/:queue",
+	queen_handle_delete_queue, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_GET) | QUEEN_METHOD(HTTP_HEAD), "/health",
+	queen_handle_health, QUEEN_ROUTE_SHARD},
+	/* HEAD answers as GET; http.c leaves the body out */
+	{QUEEN_METHOD(HTTP_GET) | QUEEN_METHOD(HTTP_HEAD), "/metrics/prometheus",
+	queen_handle_metrics, QUEEN_ROUTE_LISTENER},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/system/maintenance",
+	queen_handle_maintenance_get, QUEEN_ROUTE_LISTENER},
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/system/maintenance",
+	queen_handle_maintenance_set, QUEEN_ROUTE_LISTENER},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/status/buffers",
+	queen_handle_buffers, QUEEN_ROUTE_LISTENER},
+	{QUEEN_METHOD(HTTP_GET), "/status",
+	queen_handle_status, QUEEN_ROUTE_LISTENER},
+};
+
+/* The order methods are listed in an Allow header. */
+static const int queen_allow_order[] = {
+	HTTP_GET, HTTP_HEAD, HTTP_POST, HTTP_PUT, HTTP_PATCH, HTTP_DELETE, HTTP_OPTIONS
+};
+
+/* A :param's place in the path: path[start, end). */
+typedef struct QueenRouteSpan
+{
+	const char *name;
+	Size		name_len;
+	const char *start;
+	Size		len;
+} QueenRouteSpan;
+
+/* ----------------------------------------------------------------
+ *		Answers every handler shares
+ * ----------------------------------------------------------------
+ */
+
+void
+queen_respond_json(QueenHttpRequest *req, int status, const char *json)
+{
+	queen_http_respond(req, status, "application/json", json, strlen(json), NULL);
+}
+
+/* {"error": message}, message escaped. */
+void
+queen_respond_error(QueenHttpRequest *req, int status, const char *message)
+{
+	StringInfoData buf;
+	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"error\":");
+	escape_json(&buf, message);
+	appendStringInfoChar(&buf, '}');
+	MemoryContextSwitchTo(old);
+	queen_http_respond(req, status, "application/json", buf.data, buf.len, NULL);
+}
+
+/* ----------------------------------------------------------------
+ *		Matching
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Does the path fit the pattern?  Fills the spans of its :params (at most
+ * QUEEN_ROUTE_MAX_PARAMS, which the table respects).
+ */
+static bool
+queen_route_match(const char *pattern, const char *path, QueenRouteSpan *spans, int *nspans)
+{
+	const char *p = pattern;
+	const char *s = path;
+
+	*nspans = 0;
+	while (*p != '\0')
+	{
+		if (*p == ':')
+		{
+			QueenRouteSpan *span = &spans[(*nspans)++];
+
+			span->name = ++p;
+			while (*p != '\0' && *p != '/')
+				p++;
+			span->name_len = p - span->name;
+			span->start = s;
+			while (*s != '\0' && *s != '/')
+				s++;
+			span->len = s - span->start;
+			if (span->len == 0)
+				return false;
+			continue;
+		}
+		if (*p++ != *s++)
+			return false;
+	}
+	return *s == '\0';
+}
+
+/* %XX decoding of one path segment; NULL if malformed. */
+static char *
+queen_percent_decode(const char *s, Size n, Size *len)
+{
+	char	   *out = palloc(n + 1);
+	Size		o = 0;
+	Size		i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (s[i] == '%')
+		{
+			int			hi,
+						lo;
+
+			if (i + 2 >= n)
+				return NULL;
+			hi = queen_hex_value(s[i + 1]);
+			lo = queen_hex_value(s[i + 2]);
+			if (hi < 0 || lo < 0)
+				return NULL;
+			out[o++] = (char) (hi * 16 + lo);
+			i += 2;
+		}
+		else
+			out[o++] = s[i];
+	}
+	out[o] = '\0';
+	*len = o;
+	return out;
+}
+
+/*
+ * Decode the :params of the chosen row into params, in the request's
+ * context.  A segment that is not valid percent-encoding is the client's
+ * mistake: 400, naming the param, and false.
+ */
+static bool
+queen_route_decode(QueenHttpRequest *req, const QueenRouteSpan *spans, int nspans,
+				   QueenRouteParams *params)
+{
+	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
+	int			i;
+
+	params->n = 0;
+	for (i = 0; i < nspans; i++)
+	{
+		char	   *name = pnstrdup(spans[i].name, spans[i].name_len);
+		char	   *value = queen_percent_decode(spans[i].start, spans[i].len,
+												 &params->len[i]);
+
+		if (value == NULL)
+		{
+			MemoryContextSwitchTo(old);
+			queen_respond_error(req, 400,
+								psprintf("%s name in the path is not valid percent-encoding",
+										 name));
+			return false;
+		}
+		params->name[i] = name;
+		params->value[i] = value;
+		params->n++;
+	}
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/* 405, with the methods the path takes. */
+static void
+queen_route_not_allowed(QueenHttpRequest *req, uint64 allowed)
+{
+	const char *body = "{\"error\":\"method not allowed\"}";
+	char		header[128];
+	Size		n;
+	int			i;
+
+	n = strlcpy(header, "Allow: ", sizeof(header));
+	for (i = 0; i < (int) lengthof(queen_allow_order); i++)
+	{
+		int			m = queen_allow_order[i];
+
+		if (!(allowed & QUEEN_METHOD(m)))
+			continue;
+		n += snprintf(header + n, sizeof(header) - n, "%s%s",
+					  n > strlen("Allow: ") ? ", " : "", http_method_str(m));
+	}
+	snprintf(header + n, sizeof(header) - n, "\r\n");
+	queen_http_respond(req, 405, "application/json", body, strlen(body), header);
+}
+
+/* The value of a :param by name, or NULL. */
+const char *
+queen_route_param(const QueenRouteParams *params, const char *name, Size *len)
+{
+	int			i;
+
+	for (i = 0; i < params->n; i++)
+	{
+		if (strcmp(params->name[i], name) == 0)
+		{
+			if (len)
+				*len = params->len[i];
+			return params->value[i];
+		}
+	}
+	return NULL;
+}
+
+/* The HTTP layer's handler: every request of the listener comes here. */
+void
+queen_route_request(QueenHttpRequest *req, void *arg)
+{
+	QueenRouteSpan spans[QUEEN_ROUTE_MAX_PARAMS];
+	const QueenRoute *chosen = NULL;
+	int			nspans = 0;
+	uint64		allowed = 0;
+	QueenRouteParams params;
+	int			i;
+
+	(void) arg;
+	pg_atomic_fetch_add_u64(&queen_broker->metrics.http_requests, 1);
+
+	for (i = 0; i < (int) lengthof(queen_routes); i++)
+	{
+		const QueenRoute *route = &queen_routes[i];
+
+		if (!queen_route_match(route->pattern, req->path, spans, &nspans))
+			continue;
+		allowed |= route->methods;
+		if (req->method >= 0 && req->method < 64 &&
+			(route->methods & QUEEN_METHOD(req->method)))
+		{
+			chosen = route;
+			break;
+		}
+	}
+	if (chosen == NULL)
+	{
+		/* a path some row matches, with a method none of them takes */
+		if (allowed != 0)
+			queen_route_not_allowed(req, allowed);
+		else
+			queen_respond_error(req, 404, "not found");
+		return;
+	}
+	if (!queen_route_decode(req, spans, nspans, &params))
+		return;
+	chosen->handler(req, &params);
+}

@@ -1,0 +1,71 @@
+/*-------------------------------------------------------------------------
+ *
+ * routes.h
+ *	  The listener's routes: one table row per route (methods, a path
+ *	  pattern with :params, its handler and which worker answers it), the
+ *	  handlers the rows name, and the answers every handler shares.
+ *
+ * A new route is one row in routes.c plus its handler.  The matcher answers
+ * 404 (no pattern matches the path) and 405 (a pattern matches, no row of
+ * it takes the method; Allow lists those that do) itself, and percent-
+ * decodes each :param once, before the handler sees the request.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_ROUTES_H
+#define QUEEN_ROUTES_H
+
+#include "http.h"
+
+/* Most :params in one pattern. */
+#define QUEEN_ROUTE_MAX_PARAMS	4
+
+/* Who answers a route: the listener itself, or a shard over the ring. */
+typedef enum QueenRouteWorker
+{
+	QUEEN_ROUTE_LISTENER,
+	QUEEN_ROUTE_SHARD
+} QueenRouteWorker;
+
+/* The :params of the matched pattern, percent-decoded (NUL-terminated). */
+typedef struct QueenRouteParams
+{
+	int			n;
+	const char *name[QUEEN_ROUTE_MAX_PARAMS];	/* as in the pattern, no ':' */
+	char	   *value[QUEEN_ROUTE_MAX_PARAMS];	/* in the request's context */
+	Size		len[QUEEN_ROUTE_MAX_PARAMS];	/* a decoded %00 counts */
+} QueenRouteParams;
+
+typedef void (*QueenRouteHandler) (QueenHttpRequest *req, const QueenRouteParams *params);
+
+typedef struct QueenRoute
+{
+	uint64		methods;		/* QUEEN_METHOD(HTTP_GET) | ... */
+	const char *pattern;		/* "/a/b/:name": a :param is one non-empty segment */
+	QueenRouteHandler handler;
+	QueenRouteWorker worker;
+} QueenRoute;
+
+#define QUEEN_METHOD(m)		(UINT64CONST(1) << (m))
+
+/* routes.c */
+extern void queen_route_request(QueenHttpRequest *req, void *arg);
+extern const char *queen_route_param(const QueenRouteParams *params, const char *name,
+									 Size *len);
+extern void queen_respond_json(QueenHttpRequest *req, int status, const char *json);
+extern void queen_respond_error(QueenHttpRequest *req, int status, const char *message);
+
+/* handle_push.c */
+extern void queen_handle_push(QueenHttpRequest *req, const QueenRouteParams *params);
+
+/* handle_admin.c */
+extern void queen_handle_configure(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_delete_queue(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_health(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_metrics(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_maintenance_get(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_maintenance_set(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_buffers(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_status(QueenHttpRequest *req, const QueenRouteParams *params);
+
+#endif							/* QUEEN_ROUTES_H */
