@@ -89,11 +89,7 @@ queen_listener_shard_ready(int shard)
 StringInfo
 queen_listener_message_new(void)
 {
-	MemoryContext old = MemoryContextSwitchTo(queen_listener_cxt);
-	StringInfo	msg = makeStringInfo();
-
-	MemoryContextSwitchTo(old);
-	return msg;
+	return queen_wire_new(queen_listener_cxt);
 }
 
 void

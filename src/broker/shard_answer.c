@@ -63,16 +63,6 @@ queen_shard_answers_pending(void)
 	return false;
 }
 
-static StringInfo
-queen_answer_new(void)
-{
-	MemoryContext old = MemoryContextSwitchTo(queen_answer_cxt);
-	StringInfo	msg = makeStringInfo();
-
-	MemoryContextSwitchTo(old);
-	return msg;
-}
-
 void
 queen_answer_send(int listener, StringInfo msg)
 {
@@ -83,7 +73,7 @@ queen_answer_send(int listener, StringInfo msg)
 StringInfo
 queen_verdict_new(uint64 request, uint32 group, QueenGroupOutcome outcome, uint32 nframes)
 {
-	StringInfo	msg = queen_answer_new();
+	StringInfo	msg = queen_wire_new(queen_answer_cxt);
 	QueenWireVerdict v = {request, group, (uint8) outcome, nframes};
 
 	queen_wire_put_verdict(msg, &v);
@@ -100,7 +90,7 @@ queen_answer_group(int listener, uint64 request, uint32 group, QueenGroupOutcome
 void
 queen_answer_reply(int listener, uint64 request, int status, const char *body, Size len)
 {
-	StringInfo	msg = queen_answer_new();
+	StringInfo	msg = queen_wire_new(queen_answer_cxt);
 	QueenWireReply m = {request, (uint16) status, body, (uint32) len};
 
 	queen_wire_put_reply(msg, &m);

@@ -128,6 +128,20 @@ queen_msg_get_u64(QueenMsgReader *r)
  * ----------------------------------------------------------------
  */
 
+/*
+ * A new, empty message.  It lives in the sender's context (cxt) until its
+ * ring has taken it, whatever context the sender happens to run in.
+ */
+StringInfo
+queen_wire_new(MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	StringInfo	msg = makeStringInfo();
+
+	MemoryContextSwitchTo(old);
+	return msg;
+}
+
 /* The type and request id every message starts with. */
 static void
 queen_wire_put_head(StringInfo msg, QueenMsgType type, uint64 request)

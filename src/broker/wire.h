@@ -95,6 +95,7 @@ typedef struct QueenWireReply
 	uint32		len;
 } QueenWireReply;
 
+extern StringInfo queen_wire_new(MemoryContext cxt);
 extern uint8 queen_wire_get_head(QueenMsgReader *r, StringInfo msg, uint64 *request);
 extern void queen_wire_put_push(StringInfo msg, const QueenWirePush *m);
 extern bool queen_wire_get_push(QueenMsgReader *r, QueenWirePush *m);
