@@ -1,4 +1,4 @@
--- The broker's push permit law (src/permits.c, docs/ARCHITECTURE.md), replayed
+-- The broker's push permit law (src/broker/permits.c, docs/ARCHITECTURE.md), replayed
 -- over made-up series of bundles, ten a second for a minute.  Beside it runs the
 -- textbook law (Vegas on whole round trips) that Queen's broker used.
 

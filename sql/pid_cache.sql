@@ -1,4 +1,4 @@
--- The allocator's partition id cache (src/alloc.c): a process that resolved a
+-- The allocator's partition id cache (src/core/pid_cache.c): a process that resolved a
 -- partition by name pre-locks it by id next time.  An id that went stale (the
 -- queue was deleted, or the push that created the partition rolled back)
 -- must send the bundle back to the name path, which provisions again.
