@@ -141,7 +141,7 @@ CREATE TABLE queen.log_txns (
 ALTER TABLE queen.log_txns ALTER COLUMN hashes SET STORAGE EXTERNAL;
 
 ------------------------------------------------------------------------------
--- Spool files the broker's maintenance worker has committed (src/maintenance.c).
+-- Spool files the broker's maintenance worker has committed (src/broker/drain_file.c).
 -- The row is written in the same transaction as the file's items, so a file
 -- whose deletion a crash interrupted is never replayed twice, whatever the
 -- queues' dedup windows.  A file stored part by part has one row per part
@@ -155,7 +155,7 @@ CREATE TABLE queen.spool_drained (
 );
 
 ------------------------------------------------------------------------------
--- The allocator (src/alloc.c, src/alloc_sql.c)
+-- The allocator (src/core/log_write.c, src/sql/log_sql.c)
 ------------------------------------------------------------------------------
 CREATE FUNCTION queen.log_push_one_v1(
 	p_queue text,
@@ -189,7 +189,7 @@ AS 'MODULE_PATHNAME', 'queen_log_segment_at_v1'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
 ------------------------------------------------------------------------------
--- The SQL door (src/push.c, src/read.c)
+-- The SQL door (src/sql/push.c, src/sql/read.c)
 ------------------------------------------------------------------------------
 CREATE TYPE queen.push_result AS (
 	index			int,
@@ -231,7 +231,7 @@ AS 'MODULE_PATHNAME', 'queen_read'
 LANGUAGE C STABLE PARALLEL SAFE;
 
 ------------------------------------------------------------------------------
--- The codec, exposed for drivers, tooling and tests (src/codec_sql.c)
+-- The codec, exposed for drivers, tooling and tests (src/sql/codec_sql.c)
 ------------------------------------------------------------------------------
 CREATE FUNCTION queen.uuid_v7()
 RETURNS uuid
@@ -292,7 +292,7 @@ COMMENT ON FUNCTION queen._parse_push_body(text) IS
 'Internal, for tests: how the HTTP broker splits a POST /api/v1/push body.';
 
 ------------------------------------------------------------------------------
--- Queue configuration (src/configure.c): POST /api/v1/configure and
+-- Queue configuration (src/core/configure.c): POST /api/v1/configure and
 -- DELETE /api/v1/resources/queues/:queue from SQL, answering as the HTTP
 -- door does.  A refused body raises 22023 (the response's "invalid" key in
 -- the detail) and writes nothing.
@@ -312,7 +312,7 @@ AS 'MODULE_PATHNAME', 'queen_delete_queue_v1'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- ---------------------------------------------------------------------
--- Internal: the broker's push permit law (src/permits.c) replayed over a
+-- Internal: the broker's push permit law (src/broker/permits.c) replayed over a
 -- series of bundles (ten a second), for the regression tests.
 -- ---------------------------------------------------------------------
 CREATE FUNCTION queen._permit_law_replay(

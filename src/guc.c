@@ -387,7 +387,7 @@ queen_define_delivery_gucs(GucContext fixed_at_start)
 							 0,
 							 NULL, NULL, NULL);
 
-	/* for the TAP tests only (shmem.c, queen_test_fault); not in the sample file */
+	/* for the TAP tests only (worker.c, queen_test_fault); not in the sample file */
 	DefineCustomStringVariable("queen.test_fault",
 							   "Test only: a fault the broker injects once (an ERROR at a named point).",
 							   "Empty means none. Used by the TAP tests to reach failure paths that have no honest trigger.",

@@ -425,7 +425,7 @@ sub read_response
 }
 
 # The fusion shard that owns (queue, partition) among $nshards: FNV-1a 64 of
-# tenant bytes, queue, 0x1F, partition, as queen_shard_of (src/broker/shmem.c).
+# tenant bytes, queue, 0x1F, partition, as queen_shard_of (src/broker/worker.c).
 sub shard_of
 {
 	my ($queue, $partition, $nshards, $tenant) = @_;

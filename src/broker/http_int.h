@@ -57,8 +57,6 @@
 
 #include "http.h"
 
-#include "http.h"
-
 /* One recv() into the server's scratch buffer. */
 #define QUEEN_HTTP_SCRATCH			(64 * 1024)
 /* Unparsed input kept per connection while its request is being handled. */

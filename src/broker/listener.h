@@ -4,8 +4,8 @@
  *	  What the listener's files share: the table of requests waiting for a
  *	  shard, the push request between its arrival and its answer, and the
  *	  listener's own state.  Private to listener.c (the event loop, the
- *	  pending table, verdict collection), handle_push.c, handle_admin.c and
- *	  routes.c; nothing outside the listener process sees it.
+ *	  pending table, verdict collection), handle_push.c and handle_admin.c;
+ *	  nothing outside the listener process sees it.
  *
  *-------------------------------------------------------------------------
  */

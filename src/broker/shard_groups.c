@@ -114,7 +114,8 @@ queen_group_reset(QueenShardGroup *g)
 	}
 	else
 		resetStringInfo(&g->packed);
-	if (g->maxmarks > 16384)
+	/* marks take 36 bytes a frame: given back past about 256 kB, as packed past 1 MB */
+	if (g->maxmarks > 8192)
 	{
 		g->maxmarks = 64;
 		g->marks = repalloc(g->marks, sizeof(QueenFrameMark) * g->maxmarks);

@@ -74,6 +74,7 @@ typedef struct QueenWorkerKindDef
 	int			(*count) (void);	/* how many, from the settings, at preload */
 	bool		database;		/* connects to queen.database */
 	QueenWorkerRings rings;
+	QueenWorkerSlot *(*slot) (int index);	/* its slot in shared memory, or NULL */
 } QueenWorkerKindDef;
 
 static int
@@ -88,6 +89,24 @@ queen_count_one(void)
 	return 1;
 }
 
+static QueenWorkerSlot *
+queen_slot_shard(int index)
+{
+	return index < queen_broker->nshards ? &queen_broker->shards[index] : NULL;
+}
+
+static QueenWorkerSlot *
+queen_slot_listener(int index)
+{
+	return index < queen_broker->nlisteners ? &queen_broker->listeners[index] : NULL;
+}
+
+static QueenWorkerSlot *
+queen_slot_maintenance(int index)
+{
+	return index == 0 ? &queen_broker->maintenance : NULL;
+}
+
 /*
  * The kinds, in registration order.  Listeners never touch the database,
  * so they do not ask for a connection.  A new kind is one row here, its
@@ -95,11 +114,11 @@ queen_count_one(void)
  */
 static const QueenWorkerKindDef queen_worker_kinds[] = {
 	{QUEEN_SHARD, "shard", "queen_shard_main", queen_fusion_shards_effective,
-	true, QUEEN_RINGS_SHARD},
+	true, QUEEN_RINGS_SHARD, queen_slot_shard},
 	{QUEEN_LISTENER, "listener", "queen_listener_main", queen_count_listeners,
-	false, QUEEN_RINGS_LISTENER},
+	false, QUEEN_RINGS_LISTENER, queen_slot_listener},
 	{QUEEN_MAINTENANCE, "maintenance", "queen_maintenance_main", queen_count_one,
-	true, QUEEN_RINGS_NONE},
+	true, QUEEN_RINGS_NONE, queen_slot_maintenance},
 };
 
 #define QUEEN_NKINDS	((int) lengthof(queen_worker_kinds))
@@ -229,16 +248,9 @@ queen_worker_attach(QueenWorkerSlot *slot)
 static QueenWorkerSlot *
 queen_worker_slot(QueenWorkerKind kind, int index)
 {
-	int			count;
-
-	if (queen_broker == NULL)
+	if (queen_broker == NULL || index < 0)
 		return NULL;
-	count = kind == QUEEN_LISTENER ? queen_broker->nlisteners :
-		kind == QUEEN_SHARD ? queen_broker->nshards : 1;
-	if (index < 0 || index >= count)
-		return NULL;
-	return kind == QUEEN_LISTENER ? &queen_broker->listeners[index] :
-		kind == QUEEN_SHARD ? &queen_broker->shards[index] : &queen_broker->maintenance;
+	return queen_worker_kind(kind)->slot(index);
 }
 
 /*

@@ -6,8 +6,8 @@
  *	  grouping of a request's items before that.
  *
  * Both doors and the drain speak it: queen.push (push.c), the broker's
- * shards (shard.c) and the maintenance worker (maintenance.c), so a
- * duplicate means the same thing whichever way a message came in.
+ * shards (shard.c) and the drain (drain_file.c), so a duplicate means the
+ * same thing whichever way a message came in.
  *
  *-------------------------------------------------------------------------
  */

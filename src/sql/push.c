@@ -91,7 +91,7 @@ queen_validate_item(const QueenPushItem *item, int i, bool from_array)
  * engine with the hash and id the item already has.
  */
 static void
-queen_push_group_frames(QueenBundleGroup *g, const QueenPushItem *items,
+queen_push_sql_group(QueenBundleGroup *g, const QueenPushItem *items,
 						const int *members, int nmembers, const pg_uuid_t *tenant)
 {
 	StringInfoData packed;
@@ -190,7 +190,7 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 
 	groups = palloc0(sizeof(QueenBundleGroup) * ngroups);
 	for (i = 0; i < ngroups; i++)
-		queen_push_group_frames(&groups[i], items, group_items[i], nmembers[i], tenant);
+		queen_push_sql_group(&groups[i], items, group_items[i], nmembers[i], tenant);
 
 	queen_bundle_push(groups, ngroups);
 

@@ -300,12 +300,14 @@ queen_read(PG_FUNCTION_ARGS)
 		return (Datum) 0;
 	}
 
-	queen_log_open(&reader, &pid, from, PG_INT64_MAX, left, false);
+	/* from here on, an error says where the read was, the cursor's open included */
+	reader.position = from;
 	pos.reader = &reader;
 	errcb.callback = queen_read_error_context;
 	errcb.arg = &pos;
 	errcb.previous = error_context_stack;
 	error_context_stack = &errcb;
+	queen_log_open(&reader, &pid, from, PG_INT64_MAX, left, false);
 
 	/* A row's payload and values live until it is in the tuplestore. */
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "queen.read row",
