@@ -68,7 +68,7 @@ typedef struct QueenTxResult
 
 typedef void (*QueenTxBody) (void *arg);
 
-extern bool queen_worker_transact(const char *activity, const char *log_as,
+extern bool queen_worker_transact(const char *what, const char *log_as,
 								  QueenTxBody body, void *arg, QueenTxResult *result);
 
 #endif							/* QUEEN_WORKER_H */
