@@ -32,9 +32,9 @@ static const QueenRoute queen_routes[] = {
 	queen_handle_configure, QUEEN_ROUTE_SHARD},
 	{QUEEN_METHOD(HTTP_DELETE), "/api/v1/resources/queues/:queue",
 	queen_handle_delete_queue, QUEEN_ROUTE_SHARD},
+	/* HEAD answers as GET; http_conn.c leaves the body out */
 	{QUEEN_METHOD(HTTP_GET) | QUEEN_METHOD(HTTP_HEAD), "/health",
 	queen_handle_health, QUEEN_ROUTE_SHARD},
-	/* HEAD answers as GET; http_conn.c leaves the body out */
 	{QUEEN_METHOD(HTTP_GET) | QUEEN_METHOD(HTTP_HEAD), "/metrics/prometheus",
 	queen_handle_metrics, QUEEN_ROUTE_LISTENER},
 	{QUEEN_METHOD(HTTP_GET), "/api/v1/system/maintenance",
