@@ -141,6 +141,94 @@ CREATE TABLE queen.log_txns (
 ALTER TABLE queen.log_txns ALTER COLUMN hashes SET STORAGE EXTERNAL;
 
 ------------------------------------------------------------------------------
+-- Consumption (issue 16).  One row per (partition, consumer group) that has
+-- consumed: the cursor and at most one lease, so one leased batch is in
+-- flight per partition and group, and a group's parallelism is its
+-- partition count.  Queue mode is the reserved group '__QUEUE_MODE__'.
+-- committed is the last acknowledged offset (the next wanted is
+-- committed + 1); a lease covers (committed, batch_end] and is held by
+-- worker_id, the leaseId a client is given.  Only an explicit "failed"
+-- spends batch_retry_count; attempt_* tell a redelivery apart.  Pop and
+-- ack find rows by the primary key, so there is no other index; updates
+-- are frequent and small, hence the fill factor.
+------------------------------------------------------------------------------
+CREATE TABLE queen.log_consumers (
+	partition_id		uuid NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
+	consumer_group		text NOT NULL DEFAULT '__QUEUE_MODE__'
+		CONSTRAINT log_consumers_group_check
+			CHECK (consumer_group <> '' AND consumer_group !~ '[\x01-\x1f\x7f]'),
+	committed			bigint NOT NULL DEFAULT -1,
+	batch_end			bigint,
+	worker_id			text,
+	lease_expires_at	timestamptz,
+	lease_acquired_at	timestamptz,
+	batch_retry_count	integer NOT NULL DEFAULT 0,
+	attempt_offset		bigint,
+	attempt_count		integer NOT NULL DEFAULT 0,
+	total_consumed		bigint NOT NULL DEFAULT 0,
+	created_at			timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (partition_id, consumer_group),
+	CONSTRAINT log_consumers_lease_check CHECK (
+		(batch_end IS NULL AND worker_id IS NULL AND lease_expires_at IS NULL) OR
+		(batch_end > committed AND worker_id IS NOT NULL AND lease_expires_at IS NOT NULL))
+) WITH (
+	fillfactor = 50,
+	autovacuum_vacuum_scale_factor = 0,
+	autovacuum_vacuum_threshold = 500,
+	autovacuum_vacuum_cost_delay = 0,
+	vacuum_truncate = off
+);
+
+------------------------------------------------------------------------------
+-- A consumer group's durable subscription, remembered at its first contact
+-- so that its later partitions start where its first ones did: 'all' (from
+-- the start), 'new' (from the moment of first contact) or 'timestamp'.
+-- subscription_timestamp is that moment ('-infinity' for 'all').  A row
+-- is scoped to a queue (queue_id) or, for namespace/task pops, to the
+-- namespace and task it named; partition_name is '' for the whole queue.
+-- Queue mode has no row: it never skips backlog.
+------------------------------------------------------------------------------
+CREATE TABLE queen.consumer_groups_metadata (
+	id						uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+	tenant_id				uuid NOT NULL,
+	consumer_group			text NOT NULL,
+	queue_id				uuid REFERENCES queen.queues (id) ON DELETE CASCADE,
+	partition_name			text NOT NULL DEFAULT '',
+	namespace				text,
+	task					text,
+	subscription_mode		text NOT NULL
+		CONSTRAINT consumer_groups_metadata_mode_check
+			CHECK (subscription_mode IN ('all', 'new', 'timestamp')),
+	subscription_timestamp	timestamptz NOT NULL,
+	created_at				timestamptz NOT NULL DEFAULT now(),
+	CONSTRAINT cgm_identity_uk UNIQUE NULLS NOT DISTINCT
+		(tenant_id, consumer_group, queue_id, partition_name, namespace, task)
+);
+
+------------------------------------------------------------------------------
+-- Dead letters: a message whose retries ran out, with a snapshot of its
+-- payload, the error it failed with and where it came from.  No foreign key:
+-- retention never touches these rows, and a queue's deletion removes them
+-- explicitly (src/core/configure.c).
+------------------------------------------------------------------------------
+CREATE TABLE queen.log_dlq (
+	id				uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+	partition_id	uuid NOT NULL,
+	consumer_group	text NOT NULL,
+	"offset"		bigint NOT NULL,
+	message_id		uuid NOT NULL,
+	transaction_id	text NOT NULL,
+	payload			jsonb,
+	error			text,
+	retry_count		integer NOT NULL DEFAULT 0,
+	created_at		timestamptz NOT NULL,
+	failed_at		timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX idx_log_dlq_partition_failed_at
+	ON queen.log_dlq (partition_id, failed_at DESC);
+
+------------------------------------------------------------------------------
 -- Spool files the broker's maintenance worker has committed (src/broker/drain_file.c).
 -- The row is written in the same transaction as the file's items, so a file
 -- whose deletion a crash interrupted is never replayed twice, whatever the

@@ -287,6 +287,27 @@ BEGIN;
 SELECT queen.delete_queue_v1('cf.doomed')->'existed' AS existed;
 ROLLBACK;
 SELECT * FROM pg_temp.rows('cf.doomed');
+-- consumption's rows go with their queue: cursors and leases by the cascade,
+-- dead letters (no foreign key) by the delete itself, subscriptions by the
+-- cascade from queues; another queue's rows stay
+SELECT status FROM queen.push('[{"queue": "cf.consumed", "partition": "p", "payload": 1},
+                                {"queue": "cf.kept", "partition": "p", "payload": 2}]');
+INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+	SELECT p.id, g, 0 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id,
+	       unnest(ARRAY['__QUEUE_MODE__', 'g1']) g
+	 WHERE q.name IN ('cf.consumed', 'cf.kept');
+INSERT INTO queen.log_dlq (partition_id, consumer_group, "offset", message_id, transaction_id,
+                           payload, error, retry_count, created_at)
+	SELECT p.id, 'g1', 0, gen_random_uuid(), 'dead-' || q.name, '{"x": 1}', 'boom', 3, now()
+	  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+	 WHERE q.name IN ('cf.consumed', 'cf.kept');
+INSERT INTO queen.consumer_groups_metadata (tenant_id, consumer_group, queue_id,
+                                            subscription_mode, subscription_timestamp)
+	SELECT tenant_id, 'g1', id, 'new', now() FROM queen.queues WHERE name IN ('cf.consumed', 'cf.kept');
+SELECT queen.delete_queue_v1('cf.consumed')->'existed' AS existed;
+SELECT (SELECT count(*) FROM queen.log_consumers) AS consumers,
+       (SELECT string_agg(transaction_id, ',' ORDER BY transaction_id) FROM queen.log_dlq) AS dead_letters,
+       (SELECT count(*) FROM queen.consumer_groups_metadata) AS subscriptions;
 
 ------------------------------------------------------------------------------
 -- Tenants: configure and delete act on their own tenant's queue only.

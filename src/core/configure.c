@@ -54,6 +54,7 @@ typedef enum QueenCfgPlanId
 	QUEEN_CFG_DEL_LOCK_QUEUE,
 	QUEEN_CFG_DEL_LOCK_PARTITIONS,
 	QUEEN_CFG_DEL_TXNS,
+	QUEEN_CFG_DEL_DLQ,
 	QUEEN_CFG_DEL_QUEUE,
 	QUEEN_CFG_NPLANS
 } QueenCfgPlanId;
@@ -75,6 +76,11 @@ static const char *const queen_sql_del_lock_partitions =
 
 static const char *const queen_sql_del_txns =
 "DELETE FROM queen.log_txns"
+" WHERE partition_id IN (SELECT id FROM queen.log_partitions WHERE queue_id = $1)";
+
+/* dead letters have no foreign key either: retention must never reach them */
+static const char *const queen_sql_del_dlq =
+"DELETE FROM queen.log_dlq"
 " WHERE partition_id IN (SELECT id FROM queen.log_partitions WHERE queue_id = $1)";
 
 static const char *const queen_sql_del_queue =
@@ -177,10 +183,12 @@ queen_cfg_plan(QueenCfgPlanId id)
 
 		case QUEEN_CFG_DEL_LOCK_PARTITIONS:
 		case QUEEN_CFG_DEL_TXNS:
+		case QUEEN_CFG_DEL_DLQ:
 		case QUEEN_CFG_DEL_QUEUE:
 			appendStringInfoString(&sql,
 								   id == QUEEN_CFG_DEL_LOCK_PARTITIONS ? queen_sql_del_lock_partitions :
 								   id == QUEEN_CFG_DEL_TXNS ? queen_sql_del_txns :
+								   id == QUEEN_CFG_DEL_DLQ ? queen_sql_del_dlq :
 								   queen_sql_del_queue);
 			argtypes[nargs++] = UUIDOID;
 			break;
@@ -606,6 +614,7 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
 		queen_cfg_exec(QUEEN_CFG_DEL_LOCK_PARTITIONS, values, NULL, SPI_OK_SELECT);
 		SPI_freetuptable(SPI_tuptable);
 		queen_cfg_exec(QUEEN_CFG_DEL_TXNS, values, NULL, SPI_OK_DELETE);
+		queen_cfg_exec(QUEEN_CFG_DEL_DLQ, values, NULL, SPI_OK_DELETE);
 		queen_cfg_exec(QUEEN_CFG_DEL_QUEUE, values, NULL, SPI_OK_DELETE);
 		/* later pushes in this transaction must not trust the rows they held */
 		queen_dedup_own_unlock_all();
