@@ -27,8 +27,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
 
 # -isystem keeps warnings from PostgreSQL's own headers out of -Wextra,
-# so any warning printed is ours.
-PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core -I$(srcdir)/src/broker
+# so any warning printed is ours.  Only src/core is on the include path:
+# the broker's files find their own headers beside them, and a core or SQL
+# file that tried to include a broker header would not compile.
+PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core
 PG_CFLAGS = -Wall -Wextra
 
 REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read tenants rollback privileges failure_modes big_transaction untrusted_segments

@@ -21,7 +21,7 @@
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
-#include "broker.h"
+#include "broker/broker.h"
 
 #include "miscadmin.h"
 #include "utils/guc.h"

@@ -11,7 +11,7 @@
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
-#include "worker.h"
+#include "broker/worker.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"
