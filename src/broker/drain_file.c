@@ -15,6 +15,7 @@
  */
 #include "drain.h"
 #include "bundle.h"
+#include "spi.h"
 #include "spool.h"
 #include "worker.h"
 
@@ -167,8 +168,7 @@ queen_drain_sql(const char *sql, const char *file, int64 items)
 
 	values[0] = CStringGetTextDatum(file);
 	values[1] = Int64GetDatum(items);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "queen: SPI_connect failed");
+	queen_spi_connect();
 	rc = SPI_execute_with_args(sql, 2, types, values, NULL, false, 0);
 	if (rc < 0)
 		elog(ERROR, "queen: drain bookkeeping failed: %s", SPI_result_code_string(rc));

@@ -99,7 +99,7 @@ queen_shard_take_push(int listener, StringInfo raw)
 	Size		frames_len;
 	Size		used = 0;
 	QueenFrameMark *marks;
-	QueenShardGroup *g;
+	QueenShardGroup *g = NULL;
 
 	(void) queen_wire_get_head(&r, raw, &m.request);
 	if (!queen_wire_get_push(&r, &m) || m.queue_len == 0 || m.partition_len == 0 ||
@@ -114,9 +114,19 @@ queen_shard_take_push(int listener, StringInfo raw)
 	frames = r.data + r.pos;
 	frames_len = r.len - r.pos;
 
-	/* a count more frames than the bytes could hold is refused unallocated */
-	marks = m.nframes <= frames_len / (4 + QUEEN_FRAME_MIN_BODY) ?
-		palloc(sizeof(QueenFrameMark) * m.nframes) : NULL;
+	/*
+	 * A count of more frames than the bytes could hold is refused before
+	 * anything is allocated.  The frames are marked where the group keeps
+	 * its marks; a refused submission leaves the group as it was.
+	 */
+	if (m.nframes > frames_len / (4 + QUEEN_FRAME_MIN_BODY))
+		marks = NULL;
+	else
+	{
+		g = queen_group_lookup((const pg_uuid_t *) m.tenant, m.queue, m.queue_len,
+							   m.partition, m.partition_len);
+		marks = queen_group_marks_room(g, (int) m.nframes);
+	}
 	if (marks == NULL ||
 		queen_frames_mark(frames, frames_len, (int) m.nframes, marks, &used) != NULL ||
 		used != frames_len)
@@ -124,22 +134,15 @@ queen_shard_take_push(int listener, StringInfo raw)
 		elog(LOG, "queen shard %d: dropped a submission whose frames do not decode",
 			 queen_shard_index);
 		queen_answer_group(listener, m.request, m.group, QUEEN_GROUP_FAILED);
-		if (marks != NULL)
-			pfree(marks);
 		return;
 	}
 
 	if (!queen_extension_ready && !queen_maintenance_on())
 	{
 		queen_answer_group(listener, m.request, m.group, QUEEN_GROUP_UNAVAILABLE);
-		pfree(marks);
 		return;
 	}
-
-	g = queen_group_lookup((const pg_uuid_t *) m.tenant, m.queue, m.queue_len,
-						   m.partition, m.partition_len);
-	queen_group_add(g, listener, &m, frames, frames_len, marks);
-	pfree(marks);
+	queen_group_add(g, listener, &m, frames, frames_len);
 }
 
 /* Take every complete message the listeners have left for us. */

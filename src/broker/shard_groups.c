@@ -94,6 +94,8 @@ queen_group_lookup(const pg_uuid_t *tenant, const char *queue, uint16 qlen,
 		g->contrib = palloc(sizeof(QueenContributor) * g->maxcontrib);
 		g->ncontrib = 0;
 		g->ready = false;
+		/* a group whose first submission is refused is swept like an idle one */
+		g->first_arrival = g->last_arrival = GetCurrentTimestamp();
 		MemoryContextSwitchTo(old);
 	}
 	return g;
@@ -125,12 +127,30 @@ queen_group_reset(QueenShardGroup *g)
 }
 
 /*
- * Append one request's checked frames and their marks to a group, note
- * the request as a contributor, and put the group on the ready list.
+ * Room for n more marks after the group's frames, where the arriving
+ * frames are marked in place: their one decode writes straight into the
+ * group, and nothing counts them until queen_group_add.
+ */
+QueenFrameMark *
+queen_group_marks_room(QueenShardGroup *g, int n)
+{
+	if (g->nframes + n > g->maxmarks)
+	{
+		while (g->nframes + n > g->maxmarks)
+			g->maxmarks *= 2;
+		g->marks = repalloc(g->marks, sizeof(QueenFrameMark) * g->maxmarks);
+	}
+	return g->marks + g->nframes;
+}
+
+/*
+ * Append one request's checked frames to a group (their marks are already
+ * in queen_group_marks_room), note the request as a contributor, and put
+ * the group on the ready list.
  */
 void
 queen_group_add(QueenShardGroup *g, int listener, const QueenWirePush *m,
-				const char *frames, Size frames_len, const QueenFrameMark *marks)
+				const char *frames, Size frames_len)
 {
 	QueenContributor *ct;
 
@@ -145,13 +165,6 @@ queen_group_add(QueenShardGroup *g, int listener, const QueenWirePush *m,
 	ct->group = m->group;
 	ct->first = g->nframes;
 	ct->count = (int) m->nframes;
-	if (g->nframes + (int) m->nframes > g->maxmarks)
-	{
-		while (g->nframes + (int) m->nframes > g->maxmarks)
-			g->maxmarks *= 2;
-		g->marks = repalloc(g->marks, sizeof(QueenFrameMark) * g->maxmarks);
-	}
-	memcpy(g->marks + g->nframes, marks, sizeof(QueenFrameMark) * m->nframes);
 	appendBinaryStringInfo(&g->packed, frames, (int) frames_len);
 	queen_backlog_bytes += frames_len;
 	g->last_arrival = GetCurrentTimestamp();

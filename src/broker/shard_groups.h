@@ -58,9 +58,9 @@ extern Size queen_backlog_bytes;
 extern void queen_groups_create(MemoryContext cxt);
 extern QueenShardGroup *queen_group_lookup(const pg_uuid_t *tenant, const char *queue,
 										   uint16 qlen, const char *partition, uint16 plen);
+extern QueenFrameMark *queen_group_marks_room(QueenShardGroup *g, int n);
 extern void queen_group_add(QueenShardGroup *g, int listener, const QueenWirePush *m,
-							const char *frames, Size frames_len,
-							const QueenFrameMark *marks);
+							const char *frames, Size frames_len);
 extern void queen_group_reset(QueenShardGroup *g);
 extern void queen_groups_sweep(TimestampTz now);
 extern int	queen_groups_count(void);
