@@ -1,0 +1,237 @@
+/*-------------------------------------------------------------------------
+ *
+ * consume.h
+ *	  The consumption core: the claim (claim.c), the ack decision procedure
+ *	  and dead-letter filing (ack.c), lease renewal, and the consumer-group
+ *	  administration and dead-letter listing both doors offer
+ *	  (consumer_admin.c).
+ *
+ * The SQL door (src/sql/consume_sql.c) calls these in the caller's
+ * transaction; the broker calls the same functions from a worker's
+ * transaction and renders their results as HTTP bodies.  Nothing here
+ * knows about HTTP or JSON: requests come in as structs, results go out as
+ * structs, and a door turns them into rows or bodies.
+ *
+ * Every entry point must run inside a transaction; each connects to SPI and
+ * finishes it itself, and leaves its results in the memory context that was
+ * current when it was called.  They raise (ereport ERROR) only for bad input
+ * a caller could have checked (with an errcode), a damaged segment
+ * (ERRCODE_DATA_CORRUPTED), or a failing database; everything a consumer
+ * may legitimately meet (no such queue, nothing to deliver, a lease that
+ * expired, an unknown transactionId) is a result, never an error.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_CONSUME_H
+#define QUEEN_CONSUME_H
+
+#include "queen.h"
+
+/* The reserved group of queue mode. */
+#define QUEEN_QUEUE_MODE		"__QUEUE_MODE__"
+
+/* A lease id is a UUID in text form (36 bytes and a NUL). */
+#define QUEEN_LEASE_ID_LEN		36
+
+/* Defaults of the reference (section 4.1) when a request says nothing. */
+#define QUEEN_POP_DEFAULT_BATCH	200
+#define QUEEN_DEFAULT_LEASE		60
+#define QUEEN_DEFAULT_RETRY_LIMIT 3
+
+/* How a consumer group's cursors start at its first contact (4.2 step 3). */
+typedef enum QueenSubMode
+{
+	QUEEN_SUB_ALL = 0,			/* everything retained */
+	QUEEN_SUB_NEW,				/* only what arrives after first contact */
+	QUEEN_SUB_TIMESTAMP			/* segments created at or after sub_from */
+} QueenSubMode;
+
+/*
+ * One pop.  queue and partition name one partition; partition NULL means
+ * any of the queue's partitions (the wildcard).  With queue NULL, namespace
+ * and/or task select every matching queue of the tenant (the discovery
+ * route); at least one of them is then non-NULL.
+ */
+typedef struct QueenPopRequest
+{
+	pg_uuid_t	tenant;
+	const char *queue;
+	const char *partition;
+	const char *namespace_name;
+	const char *task;
+	const char *group;			/* QUEEN_QUEUE_MODE for queue mode; never NULL */
+	int32		batch;			/* message budget over all partitions, >= 1 */
+	int32		max_partitions; /* most partitions claimed; <= 0: no limit */
+	int32		lease_seconds;	/* <= 0: each queue's lease_time */
+	bool		auto_ack;		/* move the cursor now, no lease (at most once) */
+	QueenSubMode sub_mode;		/* for a group's first contact; ignored in queue mode */
+	TimestampTz sub_from;		/* with QUEEN_SUB_TIMESTAMP */
+
+	/*
+	 * The lease id every claimed partition is leased under.  A caller may
+	 * choose it (the broker does, so it can log it); an empty string makes
+	 * queen_pop mint a UUIDv7.  With auto_ack the result's lease id is "".
+	 */
+	char		lease_id[QUEEN_LEASE_ID_LEN + 1];
+} QueenPopRequest;
+
+/* One delivered message; frame's pointers borrow from the result's memory. */
+typedef struct QueenPopMessage
+{
+	int64		offset;
+	QueenFrame	frame;
+	TimestampTz created_at;		/* its segment's */
+} QueenPopMessage;
+
+/* The messages of one claimed partition, in offset order. */
+typedef struct QueenPopPartition
+{
+	char	   *queue;
+	char	   *partition;
+	pg_uuid_t	partition_id;
+	int32		delivery_attempt;	/* 1 on first delivery, +1 per lease expiry */
+	TimestampTz lease_expires_at;	/* 0 with auto_ack */
+	int			nmessages;
+	QueenPopMessage *messages;
+} QueenPopPartition;
+
+typedef struct QueenPopResult
+{
+	char		lease_id[QUEEN_LEASE_ID_LEN + 1];	/* "" with auto_ack */
+	int			npartitions;	/* in claim order */
+	QueenPopPartition *partitions;
+	int64		nmessages;		/* over all partitions */
+
+	/*
+	 * Nothing was delivered, but a partition had messages a live lease or a
+	 * deferral (delayedProcessing, windowBuffer) held back: a parked
+	 * long-poll should try again by then (0 when nothing is known).
+	 */
+	TimestampTz retry_at;
+} QueenPopResult;
+
+/*
+ * The claim, reference 4.2 and 4.3, in the caller's transaction.  A queue
+ * that does not exist yet delivers nothing.  Pushes this transaction made
+ * are flushed first, so they are visible to it.
+ */
+extern void queen_pop(QueenPopRequest *req, QueenPopResult *res);
+
+/*
+ * subscriptionMode / subscriptionFrom as 4.1 reads them: "new" (or
+ * "new-only") and a from of "now" mean new, a parsable ISO-8601 from means
+ * that timestamp, anything else all.  Either may be NULL.
+ */
+extern void queen_sub_mode_parse(const char *mode, const char *from,
+								 QueenSubMode *out_mode, TimestampTz *out_from);
+
+/* ----------------------------------------------------------------
+ *		Ack (ack.c), reference 5.1-5.4
+ * ----------------------------------------------------------------
+ */
+typedef enum QueenAckStatus
+{
+	QUEEN_ACK_COMPLETED = 0,
+	QUEEN_ACK_FAILED,
+	QUEEN_ACK_RETRY,
+	QUEEN_ACK_DLQ
+} QueenAckStatus;
+
+/* 5.1's normalisation: NULL and completed/success/acked/ok complete, ... */
+extern QueenAckStatus queen_ack_status(const char *status, size_t len);
+
+/*
+ * One acknowledgement and its verdict.  The caller fills the input; queen_ack
+ * fills the output.  Strings are NUL-terminated and stay the caller's.
+ */
+typedef struct QueenAckItem
+{
+	/* input */
+	pg_uuid_t	partition_id;
+	const char *transaction_id;
+	size_t		txn_len;
+	QueenAckStatus status;
+	const char *lease_id;		/* NULL or "": acknowledge without a lease */
+	const char *error;			/* a nack's reason, or NULL */
+
+	/* output */
+	bool		success;		/* the instruction was carried out */
+	char	   *problem;		/* why not (or a DLQ filing's note); NULL */
+	bool		lease_released;
+	bool		dlq;			/* this item's message was filed as a dead letter */
+	bool		noop;			/* already acknowledged: nothing to do */
+	int64		offset;			/* the message's offset, -1 if unresolved */
+} QueenAckItem;
+
+/*
+ * Acknowledge items of one consumer group, in the caller's transaction.
+ * Items are grouped by (partition, lease id) and each group runs 5.4's
+ * decision procedure once, in ascending (partition id, group) order, so two
+ * callers acknowledging the same partitions cannot deadlock.  A group whose
+ * head signal files a dead letter files it here, in the same transaction.
+ * Returns how many leases were released (for the broker's wake-ups).
+ */
+extern int	queen_ack(const char *group, QueenAckItem *items, int nitems);
+
+/*
+ * Renew every lease held under lease_id (5.5): expiry becomes
+ * GREATEST(current, now + seconds), never shorter; seconds < 1 counts as 1.
+ * Returns how many partitions were renewed and, if any, the earliest new
+ * expiry among them.
+ */
+extern int	queen_renew_lease(const char *lease_id, int32 seconds,
+							  TimestampTz *earliest);
+
+/* ----------------------------------------------------------------
+ *		Consumer groups (consumer_admin.c)
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Forget a consumer group: its cursors and leases on every queue of the
+ * tenant, or on one queue; with delete_metadata also its remembered
+ * subscription.  Returns the number of cursors removed.
+ */
+extern int64 queen_delete_consumer_group(const pg_uuid_t *tenant,
+										 const char *group, const char *queue,
+										 bool delete_metadata);
+
+/*
+ * Dead letters of one queue (GET /api/v1/dlq), newest first: total is how
+ * many match the filter, entries the page limit/offset selects.
+ */
+typedef struct QueenDlqFilter
+{
+	pg_uuid_t	tenant;
+	const char *queue;			/* required */
+	const char *group;			/* NULL: every group */
+	const char *partition;		/* NULL: every partition */
+	TimestampTz from;			/* failed_at >= from; DT_NOBEGIN: no bound */
+	TimestampTz to;				/* failed_at <= to; DT_NOEND: no bound */
+	int32		limit;
+	int64		offset;
+} QueenDlqFilter;
+
+typedef struct QueenDlqEntry
+{
+	pg_uuid_t	id;
+	pg_uuid_t	message_id;
+	pg_uuid_t	partition_id;
+	char	   *partition;		/* NULL if the partition is gone */
+	char	   *queue;
+	char	   *namespace_name;	/* NULL if none */
+	char	   *task;			/* NULL if none */
+	char	   *consumer_group;
+	char	   *transaction_id;
+	char	   *error;			/* NULL if none */
+	char	   *payload;		/* the snapshot as JSON text, NULL if none */
+	int32		retry_count;
+	int64		offset;
+	TimestampTz created_at;		/* the message's */
+	TimestampTz failed_at;
+} QueenDlqEntry;
+
+extern int64 queen_dlq_list(const QueenDlqFilter *filter,
+							QueenDlqEntry **entries, int *nentries);
+
+#endif							/* QUEEN_CONSUME_H */
