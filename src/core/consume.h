@@ -6,7 +6,7 @@
  *	  administration and dead-letter listing both doors offer
  *	  (consumer_admin.c).
  *
- * The SQL door (src/sql/consume_sql.c) calls these in the caller's
+ * The SQL door (src/sql/pop_sql.c, ack_sql.c) calls these in the caller's
  * transaction; the broker calls the same functions from a worker's
  * transaction and renders their results as HTTP bodies.  Nothing here
  * knows about HTTP or JSON: requests come in as structs, results go out as
@@ -108,6 +108,9 @@ typedef struct QueenPopResult
 	 * long-poll should try again by then (0 when nothing is known).
 	 */
 	TimestampTz retry_at;
+
+	/* Claimed partitions whose previous lease had expired (redeliveries). */
+	int32		leases_expired;
 } QueenPopResult;
 
 /*
