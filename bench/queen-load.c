@@ -80,6 +80,8 @@ static const char *opt_results = NULL;
 static const char *opt_body_file = NULL;
 static double opt_rate = 0;
 static unsigned long long opt_seed = 12345;
+static int	opt_consume = 0;
+static const char *opt_group = NULL;
 
 /* ---------- statistics ---------- */
 
@@ -158,6 +160,13 @@ typedef struct Conn
 	uint64_t   *ring_seq;
 	int		   *ring_part;
 	uint64_t	ring_n;
+
+	/* --consume: the acknowledgements of the last pop, sent next */
+	int			acking;			/* the request in flight is an ack */
+	char	   *ackbuf;
+	size_t		ackcap;
+	size_t		acklen;
+	int			nacks;
 } Conn;
 
 static Conn *conns;
@@ -447,6 +456,11 @@ build_request(Conn *c)
 	c->nitems = opt_items;
 }
 
+/* ---------- consumer mode (--consume), below ---------- */
+
+static void build_consume_request(Conn *c);
+static int	scan_consume_response(Conn *c, const char *p, const char *e, int count);
+
 /* ---------- connection lifecycle ---------- */
 
 static void start_request(Conn *c, uint64_t now);
@@ -604,7 +618,9 @@ start_request(Conn *c, uint64_t now)
 		if (c->next_send + NS_PER_SEC < now)
 			c->next_send = now;	/* far behind: do not burst to catch up */
 	}
-	if (fixed_req)
+	if (opt_consume)
+		build_consume_request(c);
+	else if (fixed_req)
 	{
 		c->req = fixed_req;
 		c->req_len = fixed_req_len;
@@ -806,6 +822,350 @@ scan_push_response(Conn *c, const char *p, const char *e, int count)
 	}
 }
 
+/* ---------- consumer mode (--consume) ----------
+ *
+ * Each connection pops (GET --path, a pop route with its query string) and
+ * acknowledges what it got as completed in one POST /api/v1/ack/batch before
+ * its next pop.  Every delivery is checked against the ones before it: a
+ * transactionId "<prefix>-<producer>-<seq>" of one producer connection
+ * must arrive in ascending seq within one partition (a producer waits for
+ * each answer, so its pushes commit in seq order), so a seq at or below the
+ * last one seen is a duplicate or an order violation.  --results writes one
+ * line per delivered message: txn\tpartitionId\tleaseId.
+ */
+
+static uint64_t st_pops, st_pops_empty, st_delivered, st_acks, st_acked, st_ack_failed,
+			st_order_violations;
+
+/* last seq seen per (partitionId, producer): open addressing, grown at half full */
+typedef struct SeenSlot
+{
+	char	   *key;
+	uint64_t	seq;
+} SeenSlot;
+
+static SeenSlot *seen;
+static size_t seen_cap, seen_n;
+
+static uint64_t
+hash_bytes(const char *p, size_t n)
+{
+	uint64_t	h = 1469598103934665603ULL;
+
+	while (n--)
+		h = (h ^ (unsigned char) *p++) * 1099511628211ULL;
+	return h;
+}
+
+static SeenSlot *
+seen_slot(const char *key, size_t len)
+{
+	size_t		i;
+
+	if (seen_n * 2 >= seen_cap)
+	{
+		SeenSlot   *old = seen;
+		size_t		oldcap = seen_cap;
+
+		seen_cap = seen_cap ? seen_cap * 2 : 4096;
+		seen = calloc(seen_cap, sizeof(SeenSlot));
+		if (seen == NULL)
+		{
+			fprintf(stderr, "queen-load: out of memory\n");
+			exit(1);
+		}
+		for (size_t j = 0; j < oldcap; j++)
+			if (old[j].key)
+			{
+				i = hash_bytes(old[j].key, strlen(old[j].key)) & (seen_cap - 1);
+				while (seen[i].key)
+					i = (i + 1) & (seen_cap - 1);
+				seen[i] = old[j];
+			}
+		free(old);
+	}
+	i = hash_bytes(key, len) & (seen_cap - 1);
+	while (seen[i].key)
+	{
+		if (strlen(seen[i].key) == len && memcmp(seen[i].key, key, len) == 0)
+			return &seen[i];
+		i = (i + 1) & (seen_cap - 1);
+	}
+	seen[i].key = xmalloc(len + 1);
+	memcpy(seen[i].key, key, len);
+	seen[i].key[len] = '\0';
+	seen[i].seq = UINT64_MAX;
+	seen_n++;
+	return &seen[i];
+}
+
+/* One delivery: in order after the last one of its producer in its partition? */
+static void
+check_delivery(const char *txn, size_t txn_l, const char *pid, size_t pid_l)
+{
+	const char *dash = NULL;
+	char		key[512];
+	uint64_t	seq = 0;
+	SeenSlot   *slot;
+
+	for (size_t i = txn_l; i > 0; i--)
+		if (txn[i - 1] == '-')
+		{
+			dash = txn + i - 1;
+			break;
+		}
+	if (dash == NULL || pid_l + (size_t) (dash - txn) + 1 > sizeof(key))
+		return;					/* not one of ours */
+	for (const char *d = dash + 1; d < txn + txn_l; d++)
+	{
+		if (*d < '0' || *d > '9')
+			return;
+		seq = seq * 10 + (uint64_t) (*d - '0');
+	}
+	memcpy(key, pid, pid_l);
+	key[pid_l] = '|';
+	memcpy(key + pid_l + 1, txn, (size_t) (dash - txn));
+	slot = seen_slot(key, pid_l + 1 + (size_t) (dash - txn));
+	if (slot->seq != UINT64_MAX && seq <= slot->seq)
+		st_order_violations++;
+	else
+		slot->seq = seq;
+}
+
+static void
+ack_append(Conn *c, const char *s, size_t n)
+{
+	if (c->acklen + n > c->ackcap)
+	{
+		while (c->acklen + n > c->ackcap)
+			c->ackcap = c->ackcap ? c->ackcap * 2 : 65536;
+		c->ackbuf = realloc(c->ackbuf, c->ackcap);
+		if (c->ackbuf == NULL)
+		{
+			fprintf(stderr, "queen-load: out of memory\n");
+			exit(1);
+		}
+	}
+	memcpy(c->ackbuf + c->acklen, s, n);
+	c->acklen += n;
+}
+
+#define ACK_LIT(c, lit) ack_append((c), (lit), sizeof(lit) - 1)
+
+/* The pop (no acknowledgements pending) or the ack batch of the last pop. */
+static void
+build_consume_request(Conn *c)
+{
+	char	   *p = c->reqbuf;
+	size_t		hl;
+
+	c->acking = c->nacks > 0;
+	if (!c->acking)
+	{
+		c->req = fixed_req;
+		c->req_len = fixed_req_len;
+		c->nitems = 0;
+		return;
+	}
+	ACK_LIT(c, "]}");
+	hl = (size_t) snprintf(p, reqbuf_cap,
+						   "POST /api/v1/ack/batch HTTP/1.1\r\nHost: %s:%d\r\n"
+						   "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+						   opt_host, opt_port, c->acklen);
+	if (hl + c->acklen > reqbuf_cap)
+	{
+		reqbuf_cap = (hl + c->acklen) * 2;
+		for (int i = 0; i < opt_connections; i++)
+		{
+			conns[i].reqbuf = realloc(conns[i].reqbuf, reqbuf_cap);
+			if (conns[i].reqbuf == NULL)
+			{
+				fprintf(stderr, "queen-load: out of memory\n");
+				exit(1);
+			}
+		}
+		p = c->reqbuf;
+	}
+	memcpy(p + hl, c->ackbuf, c->acklen);
+	c->req = p;
+	c->req_len = hl + c->acklen;
+	c->nitems = c->nacks;
+	c->nacks = 0;
+	c->acklen = 0;
+}
+
+/* One message object of a pop body: record it and queue its ack. */
+static const char *
+scan_popped_message(Conn *c, const char *p, const char *e, int count)
+{
+	const char *txn = "",
+			   *pid = "",
+			   *lease = "";
+	size_t		txn_l = 0,
+				pid_l = 0,
+				lease_l = 0;
+
+	if (p >= e || *p != '{')
+		return NULL;
+	p = skip_ws(p + 1, e);
+	while (p < e && *p != '}')
+	{
+		const char *k;
+		size_t		kl;
+
+		if (*p != '"' || (p = scan_string(p, e, &k, &kl)) == NULL)
+			return NULL;
+		p = skip_ws(p, e);
+		if (p >= e || *p != ':')
+			return NULL;
+		p = skip_ws(p + 1, e);
+		if (p < e && *p == '"')
+		{
+			const char *v;
+			size_t		vl;
+
+			if ((p = scan_string(p, e, &v, &vl)) == NULL)
+				return NULL;
+			if (KEY_IS(k, kl, "transactionId"))
+				txn = v, txn_l = vl;
+			else if (KEY_IS(k, kl, "partitionId"))
+				pid = v, pid_l = vl;
+			else if (KEY_IS(k, kl, "leaseId"))
+				lease = v, lease_l = vl;
+		}
+		else if ((p = skip_value(p, e)) == NULL)
+			return NULL;
+		p = skip_ws(p, e);
+		if (p < e && *p == ',')
+			p = skip_ws(p + 1, e);
+	}
+	if (p >= e)
+		return NULL;
+	if (count)
+	{
+		st_delivered++;
+		st_items++;
+	}
+	check_delivery(txn, txn_l, pid, pid_l);
+	if (results_fp)
+		fprintf(results_fp, "%.*s\t%.*s\t%.*s\n", (int) txn_l, txn, (int) pid_l, pid,
+				(int) lease_l, lease);
+	if (lease_l > 0)
+	{
+		if (c->nacks)
+			ACK_LIT(c, ",");
+		ACK_LIT(c, "{\"transactionId\":\"");
+		ack_append(c, txn, txn_l);
+		ACK_LIT(c, "\",\"partitionId\":\"");
+		ack_append(c, pid, pid_l);
+		ACK_LIT(c, "\",\"leaseId\":\"");
+		ack_append(c, lease, lease_l);
+		ACK_LIT(c, "\",\"status\":\"completed\"}");
+		c->nacks++;
+	}
+	return p + 1;
+}
+
+/* A pop's body (200), its emptiness (204), or an ack batch's answer. */
+static int
+scan_consume_response(Conn *c, const char *p, const char *e, int count)
+{
+	const char *m;
+
+	if (c->acking)
+	{
+		uint64_t	ok = 0;
+
+		if (c->status != 200)
+		{
+			if (count)
+				st_ack_failed += (uint64_t) c->nitems;
+			return 0;
+		}
+		for (m = p; (m = memmem(m, (size_t) (e - m), "\"success\":true", 14)) != NULL; m += 14)
+			ok++;
+		if (count)
+		{
+			st_acks++;
+			st_acked += ok;
+			st_ack_failed += (uint64_t) c->nitems - (ok < (uint64_t) c->nitems ? ok : (uint64_t) c->nitems);
+		}
+		return 0;
+	}
+	if (count)
+		st_pops++;
+	if (c->status == 204)
+	{
+		if (count)
+			st_pops_empty++;
+		return 0;
+	}
+	if (c->status != 200)
+		return 0;
+	c->acklen = 0;
+	c->nacks = 0;
+	if (opt_group)
+	{
+		ACK_LIT(c, "{\"consumerGroup\":\"");
+		ack_append(c, opt_group, strlen(opt_group));
+		ACK_LIT(c, "\",\"acknowledgments\":[");
+	}
+	else
+		ACK_LIT(c, "{\"acknowledgments\":[");
+	m = memmem(p, (size_t) (e - p), "\"messages\":", 11);
+	if (m == NULL)
+		return -1;
+	p = skip_ws(m + 11, e);
+	if (p >= e || *p != '[')
+		return -1;
+	p = skip_ws(p + 1, e);
+	while (p < e && *p != ']')
+	{
+		if ((p = scan_popped_message(c, p, e, count)) == NULL)
+			return -1;
+		p = skip_ws(p, e);
+		if (p < e && *p == ',')
+			p = skip_ws(p + 1, e);
+	}
+	return 0;
+}
+
+/* The pop request, fixed: --path with consumerGroup added. */
+static void
+setup_consume(void)
+{
+	char	   *path = xmalloc(strlen(opt_path) + (opt_group ? strlen(opt_group) : 0) + 32);
+	size_t		cap;
+
+	strcpy(path, opt_path);
+	if (opt_group)
+	{
+		strcat(path, strchr(path, '?') ? "&consumerGroup=" : "?consumerGroup=");
+		strcat(path, opt_group);
+	}
+	cap = strlen(path) + strlen(opt_host) + 64;
+	fixed_req = xmalloc(cap);
+	fixed_req_len = (size_t) snprintf(fixed_req, cap, "GET %s HTTP/1.1\r\nHost: %s:%d\r\n\r\n",
+									  path, opt_host, opt_port);
+	free(path);
+	reqbuf_cap = 1 << 20;
+	for (int i = 0; i < opt_connections; i++)
+		conns[i].reqbuf = xmalloc(reqbuf_cap);
+}
+
+static void
+report_consume(void)
+{
+	if (!opt_consume)
+		return;
+	printf("\"consume\":{\"pops\":%llu,\"empty\":%llu,\"delivered\":%llu,\"acks\":%llu,"
+		   "\"acked\":%llu,\"ack_failed\":%llu,\"order_violations\":%llu,\"producers_seen\":%llu},",
+		   (unsigned long long) st_pops, (unsigned long long) st_pops_empty,
+		   (unsigned long long) st_delivered, (unsigned long long) st_acks,
+		   (unsigned long long) st_acked, (unsigned long long) st_ack_failed,
+		   (unsigned long long) st_order_violations, (unsigned long long) seen_n);
+}
+
 static void
 finish_response(Conn *c, uint64_t now)
 {
@@ -825,11 +1185,16 @@ finish_response(Conn *c, uint64_t now)
 		hist_add((now - c->t_start) / 1000);
 		if (c->status >= 0 && c->status < 1000)
 			st_http[c->status]++;
-		if (c->status >= 200 && c->status < 300)
+		if (c->status >= 200 && c->status < 300 && !opt_consume)
 			st_items += (uint64_t) c->nitems;
 		t_last_done = now;
 	}
-	if (c->status >= 200 && c->status < 300 && (c->measured || results_fp))
+	if (opt_consume)
+	{
+		if (scan_consume_response(c, body, body + blen, c->measured) < 0)
+			err_protocol++;
+	}
+	else if (c->status >= 200 && c->status < 300 && (c->measured || results_fp))
 	{
 		int			n = scan_push_response(c, body, body + blen, c->measured);
 
@@ -1090,6 +1455,10 @@ usage(FILE *f)
 		  "  --body-file FILE       send this fixed body instead (items counted as --items)\n"
 		  "  --rate R               pace to at most R requests/s in total (open loop per connection)\n"
 		  "  --seed N               random seed (12345)\n"
+		  "  --consume              consume instead: GET --path (a pop route with its query),\n"
+		  "                         acknowledge each delivery in one POST /api/v1/ack/batch,\n"
+		  "                         check per-partition order of each producer's seq\n"
+		  "  --group G              consumer group of --consume (queue mode)\n"
 		  "  --help\n", f);
 }
 
@@ -1128,6 +1497,8 @@ parse_args(int argc, char **argv)
 		{"partitions", required_argument, NULL, 'n'},
 		{"partition-mode", required_argument, NULL, 'm'},
 		{"items", required_argument, NULL, 'k'},
+		{"consume", no_argument, NULL, 'C'},
+		{"group", required_argument, NULL, 'g'},
 		{"payload-bytes", required_argument, NULL, 'b'},
 		{"txn-prefix", required_argument, NULL, 'x'},
 		{"no-txn", no_argument, NULL, 'X'},
@@ -1186,6 +1557,12 @@ parse_args(int argc, char **argv)
 				break;
 			case 'x':
 				opt_txn_prefix = optarg;
+				break;
+			case 'C':
+				opt_consume = 1;
+				break;
+			case 'g':
+				opt_group = optarg;
 				break;
 			case 'X':
 				opt_no_txn = 1;
@@ -1260,6 +1637,13 @@ setup_requests(void)
 		opt_txn_prefix = pid_prefix;
 	}
 	pfx = json_escape(opt_txn_prefix);
+	if (opt_consume)
+	{
+		setup_consume();
+		free(q);
+		free(pfx);
+		return;
+	}
 
 	snprintf(buf, sizeof(buf),
 			 "POST %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: application/json\r\nContent-Length: ",
@@ -1404,6 +1788,7 @@ report(uint64_t t_end)
 		   (unsigned long long) st_queued, (unsigned long long) st_duplicate,
 		   (unsigned long long) st_buffered, (unsigned long long) st_failed,
 		   (unsigned long long) st_other);
+	report_consume();
 	printf("\"errors\":{\"connect\":%llu,\"reset\":%llu,\"timeout\":%llu,\"protocol\":%llu},\"connects\":%llu}\n",
 		   (unsigned long long) err_connect, (unsigned long long) err_reset,
 		   (unsigned long long) err_timeout, (unsigned long long) err_protocol,

@@ -1,0 +1,202 @@
+# Consumption under load, and across crashes.  bench/queen-load pushes
+# single items with known transactionIds over 40 partitions while other
+# connections pop (wildcard, long-poll, short leases) and acknowledge each
+# batch.  The load generator checks every delivery as it consumes: each
+# producer's messages arrive in order within their partition.
+#  (0) no crash: every message answered queued is delivered exactly once,
+#      in order, and acknowledged;
+#  (a) a shard is SIGKILLed mid-load;
+#  (b) the postmaster is SIGKILLed mid-load and the cluster started again.
+# After each crash a drain pass consumes what is left (leases the crash cut
+# short expire and redeliver).  Then: no message answered queued is lost;
+# a message is delivered again only because a crash cut its lease short
+# (never twice in a run without a crash); first deliveries keep offset
+# order per producer and partition (a redelivery never lets a newer message
+# overtake an older one); every cursor ends at its partition's last offset
+# with no lease left.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run qw(start finish);
+use JSON::PP;
+use Cwd ();
+use QueenHTTP;
+
+my $load = $ENV{QUEEN_LOAD};
+plan skip_all => 'QUEEN_LOAD (bench/queen-load) not given' unless $load && -x $load;
+
+my ($node, $port) = start_broker(
+	name => 'consumecrash',
+	shards => 4,
+	extra => "restart_after_crash = on\n");
+my $tmp = PostgreSQL::Test::Utils::tempdir;
+my $reinit = qr/all server processes terminated; reinitializing/;
+
+sub count_matches
+{
+	my ($re) = @_;
+	my @m = slurp_file($node->logfile) =~ /$re/g;
+	return scalar @m;
+}
+
+sub run_bg
+{
+	my ($name, @args) = @_;
+	my %run = (name => $name, out => '', err => '');
+	$run{h} = start([ $load, '--port', $port, '--timeout', 120, @args ],
+		'>', \$run{out}, '2>', \$run{err});
+	return \%run;
+}
+
+sub finish_bg
+{
+	my ($run) = @_;
+	finish($run->{h});
+	my $summary = eval { decode_json($run->{out}) };
+	ok($summary, "$run->{name} completed") or diag("queen-load: $run->{err}");
+	diag("$run->{name}: $run->{out}");
+	return $summary // {};
+}
+
+# A phase: producers and consumers on $queue for $secs seconds, $crash
+# called once the consumers have delivered something.
+sub phase
+{
+	my ($queue, $secs, $crash) = @_;
+	my $prod = run_bg("$queue producers", '--connections', 16, '--partitions', 40,
+		'--items', 1, '--queue', $queue, '--txn-prefix', $queue,
+		'--results', "$tmp/$queue.p.tsv", '--duration', $secs);
+	my $cons = run_bg("$queue consumers", '--consume', '--connections', 6,
+		'--path', "/api/v1/pop/queue/$queue?batch=20&partitions=4&wait=true&timeout=500&leaseSeconds=3",
+		'--results', "$tmp/$queue.c.tsv", '--duration', $secs + 2);
+	if ($crash)
+	{
+		ok(wait_for(sub { -s "$tmp/$queue.c.tsv" || stored_count($node, $queue) >= 300 }, 30),
+			"$queue: the load is storing");
+		$crash->();
+	}
+	my $p = finish_bg($prod);
+	my $c = finish_bg($cons);
+	return ($p, $c);
+}
+
+# Pop until the queue's every cursor reaches its last offset (expired
+# leases redeliver on the way), each pass a file of its own.
+sub drain
+{
+	my ($queue) = @_;
+	my $n = 0;
+	my $done = sub {
+		$node->safe_psql('postgres', qq{
+			SELECT count(*) FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+			  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = '__QUEUE_MODE__'
+			 WHERE q.name = '$queue' AND (c.committed IS DISTINCT FROM p.last_offset OR c.worker_id IS NOT NULL)}) eq '0';
+	};
+	my $ok = wait_for(
+		sub {
+			return 1 if $done->();
+			$n++;
+			run_load($port, '--consume', '--connections', 2,
+				'--path', "/api/v1/pop/queue/$queue?batch=500&partitions=40&wait=true&timeout=300",
+				'--results', "$tmp/$queue.d$n.tsv", '--duration', 1);
+			return $done->();
+		},
+		90);
+	ok($ok, "$queue: drained, every cursor at its last offset with no lease");
+	return map { "$tmp/$queue.d$_.tsv" } 1 .. $n;
+}
+
+# What was delivered against what was answered queued.
+sub check
+{
+	my ($queue, @consumed) = @_;
+	my (%queued, %times, %last_first, $order_bad);
+	open(my $pf, '<', "$tmp/$queue.p.tsv") or die "$queue.p.tsv: $!";
+	while (<$pf>)
+	{
+		my @c = split /\t/;
+		$queued{ $c[0] } = 1 if $c[1] eq 'queued';
+	}
+	for my $f ("$tmp/$queue.c.tsv", @consumed)
+	{
+		open(my $cf, '<', $f) or next;
+		while (<$cf>)
+		{
+			chomp;
+			my ($txn, $pid) = split /\t/;
+			next if $times{$txn}++;
+			# first delivery: ascending per (partition, producer)
+			my ($producer, $seq) = $txn =~ /^(.*)-(\d+)$/ or next;
+			my $key = "$pid|$producer";
+			$order_bad++ if defined $last_first{$key} && $seq <= $last_first{$key};
+			$last_first{$key} = $seq;
+		}
+	}
+	my $lost = grep { !$times{$_} } keys %queued;
+	my $again = grep { $times{$_} > 1 } keys %times;
+	my $unknown = grep { !$queued{$_} } keys %times;
+	return { queued => scalar(keys %queued), lost => $lost, again => $again,
+		order_bad => $order_bad // 0, unknown => $unknown };
+}
+
+# ---- (0) no crash ------------------------------------------------------------------
+my ($p0, $c0) = phase('cq0', 5);
+my @d0 = drain('cq0');
+my $r0 = check('cq0', @d0);
+diag('(0) ' . join(', ', map { "$_=$r0->{$_}" } sort keys %$r0));
+cmp_ok($r0->{queued}, '>', 200, '(0) messages were queued');
+is($r0->{lost}, 0, '(0) every message answered queued is delivered');
+is($r0->{again}, 0, '(0) none is delivered twice');
+is($r0->{order_bad}, 0, '(0) deliveries keep each producer\'s order per partition');
+is($c0->{consume}{order_violations}, 0, '(0) the consumers saw no order violation');
+is($c0->{consume}{ack_failed}, 0, '(0) every acknowledgement was applied');
+is($r0->{unknown}, 0, '(0) nothing delivered that was not pushed');
+
+# ---- (a) SIGKILL a shard ----------------------------------------------------------------
+my ($pa, $ca) = phase('cqa', 8, sub {
+	my $shard = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'queen shard' ORDER BY pid LIMIT 1");
+	my $before = count_matches($reinit);
+	kill 'KILL', $shard;
+	ok(wait_for(sub { count_matches($reinit) > $before }, 60), '(a) the postmaster reinitialised');
+	ok(wait_healthy($port, 90), '(a) /health is 200 again');
+});
+my $ra = check('cqa', drain('cqa'));
+diag('(a) ' . join(', ', map { "$_=$ra->{$_}" } sort keys %$ra));
+cmp_ok($ra->{queued}, '>', 200, '(a) messages were queued');
+is($ra->{lost}, 0, '(a) every message answered queued is delivered');
+is($ra->{order_bad}, 0, '(a) first deliveries keep each producer\'s order per partition');
+is($ra->{unknown}, 0, '(a) nothing delivered that was not pushed');
+
+# ---- (b) SIGKILL the postmaster ---------------------------------------------------------
+my ($pb, $cb) = phase('cqb', 8, sub {
+	open(my $pidfh, '<', $node->data_dir . '/postmaster.pid') or die "postmaster.pid: $!";
+	chomp(my $pm = <$pidfh>);
+	close $pidfh;
+	$node->kill9;
+	my $pgdata = Cwd::abs_path($node->data_dir);
+	my $old = sub {
+		return grep {
+			my ($pid) = m{/proc/(\d+)/cwd$};
+			(readlink($_) // '') eq $pgdata && process_alive($pid);
+		} glob '/proc/[0-9]*/cwd';
+	};
+	ok(wait_for(sub { !kill(0, $pm) && !$old->() }, 60), '(b) every old process is gone');
+	$node->start;
+	ok(wait_healthy($port, 90), '(b) /health is 200 after the new start');
+});
+my $rb = check('cqb', drain('cqb'));
+diag('(b) ' . join(', ', map { "$_=$rb->{$_}" } sort keys %$rb));
+cmp_ok($rb->{queued}, '>', 200, '(b) messages were queued');
+is($rb->{lost}, 0, '(b) every message answered queued is delivered');
+is($rb->{order_bad}, 0, '(b) first deliveries keep each producer\'s order per partition');
+is($rb->{unknown}, 0, '(b) nothing delivered that was not pushed');
+
+# the one shard killed in (a), and (b)'s processes that saw their postmaster go
+my @bad = grep { !/was terminated by signal 9/ } log_crashes($node);
+is_deeply(\@bad, [], 'no worker crashed or exited badly other than the one killed');
+
+done_testing();
