@@ -230,20 +230,18 @@ SELECT pg_temp.lease('ack.r', 'b', '__QUEUE_MODE__', -1, 1, 'R1', 3600);
 SELECT pg_temp.lease('ack.r', 'c', '__QUEUE_MODE__', -1, 1, 'R1', -5);
 SELECT pg_temp.lease('ack.r', 'd', '__QUEUE_MODE__', -1, 1, 'R2', 10);
 CREATE TEMP TABLE before_renew AS
-SELECT p.name, c.lease_expires_at FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
- WHERE p.name IN ('a', 'b', 'c', 'd') AND c.worker_id IN ('R1', 'R2');
+SELECT n AS name, c.partition_id, c.lease_expires_at
+  FROM unnest(ARRAY['a', 'b', 'c', 'd']) n JOIN queen.log_consumers c ON c.partition_id = qtest.pid('ack.r', n);
 SELECT renewed, expires_at >= clock_timestamp() + interval '50 seconds' AS about_a_minute,
        expires_at < clock_timestamp() + interval '70 seconds' AS not_more
   FROM queen.renew('R1', 60);
 SELECT b.name, c.lease_expires_at > b.lease_expires_at AS extended,
        c.lease_expires_at = b.lease_expires_at AS unchanged
-  FROM before_renew b JOIN queen.log_partitions p ON p.name = b.name
-  JOIN queen.log_consumers c ON c.partition_id = p.id ORDER BY b.name;
+  FROM before_renew b JOIN queen.log_consumers c ON c.partition_id = b.partition_id ORDER BY b.name;
 -- a shorter renewal shortens nothing; 0 seconds counts as 1
 SELECT renewed FROM queen.renew('R1', 0);
 SELECT b.name, c.lease_expires_at > b.lease_expires_at AS extended
-  FROM before_renew b JOIN queen.log_partitions p ON p.name = b.name
-  JOIN queen.log_consumers c ON c.partition_id = p.id WHERE b.name = 'b';
+  FROM before_renew b JOIN queen.log_consumers c ON c.partition_id = b.partition_id WHERE b.name = 'b';
 SELECT * FROM queen.renew('no-such-lease');
 SELECT * FROM queen.renew('');
 
@@ -258,8 +256,8 @@ INSERT INTO queen.consumer_groups_metadata (tenant_id, consumer_group, namespace
 VALUES ('00000000-0000-0000-0000-000000000001', 'gone', 'ns', 'new', now());
 -- one queue, keeping its subscription
 SELECT queen.delete_consumer_group('gone', 'ack.r', false);
-SELECT p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
- WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2;
+SELECT q.name, p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2, 3;
 SELECT count(*) AS subscriptions FROM queen.consumer_groups_metadata WHERE consumer_group = 'gone';
 -- one queue with its subscription
 SELECT pg_temp.lease('ack.r', 'a', 'gone', -1, 1, 'G1');
@@ -268,8 +266,8 @@ SELECT q.name, m.namespace FROM queen.consumer_groups_metadata m LEFT JOIN queen
  WHERE m.consumer_group = 'gone' ORDER BY 1, 2;
 -- every queue of the tenant
 SELECT queen.delete_consumer_group('gone');
-SELECT p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
- WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2;
+SELECT q.name, p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2, 3;
 SELECT count(*) AS subscriptions FROM queen.consumer_groups_metadata WHERE consumer_group = 'gone';
 -- another tenant's group of the same name is not this one
 SELECT queen.delete_consumer_group('stays', 'no.such.queue');
