@@ -116,7 +116,7 @@ SELECT * FROM pg_temp.row('ack.a', 'p1');
 SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 15, 19, 'L7');
 SELECT * FROM queen.nack('t16', :p1, 'L7', 'poison!');
 SELECT * FROM pg_temp.row('ack.a', 'p1');
-SELECT count(*) AS dead_letters FROM queen.log_dlq;
+SELECT count(*) AS dead_letters FROM queen.log_dlq WHERE partition_id = :p1;
 -- every status but completed/success/acked/ok/retry/dlq is a failure (a
 -- fresh budget after the filing: this one spends one retry)
 SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 16, 19, 'L8');
@@ -124,7 +124,8 @@ SELECT * FROM queen.ack('t17', :p1, 'L8', 'FAILED');
 SELECT * FROM pg_temp.row('ack.a', 'p1');
 SELECT d."offset", d.transaction_id, d.error, d.payload, d.retry_count, d.consumer_group,
        d.message_id = r.message_id AS same_message, d.created_at = r.created_at AS same_created
-  FROM queen.log_dlq d JOIN queen.read('ack.a', 'p1', 16, 1) r ON r.log_offset = d."offset";
+  FROM queen.log_dlq d JOIN queen.read('ack.a', 'p1', 16, 1) r ON r.log_offset = d."offset"
+ WHERE d.partition_id = :p1;
 
 -- ---------------------------------------------------------------- explicit dlq
 -- reject: to the DLQ at once whatever the budget, the completed prefix
@@ -135,7 +136,8 @@ SELECT index, success, error, lease_released, dlq, noop
   FROM queen.ack(ARRAY['t17', 't19', 't18'], array_fill(:p1, ARRAY[3]),
                  array_fill('L9'::text, ARRAY[3]), ARRAY['completed', 'dlq', 'completed']);
 SELECT * FROM pg_temp.row('ack.a', 'p1');
-SELECT "offset", transaction_id, error, payload, retry_count FROM queen.log_dlq ORDER BY "offset";
+SELECT "offset", transaction_id, error, payload, retry_count FROM queen.log_dlq
+ WHERE partition_id = :p1 ORDER BY "offset";
 -- two rejects: the lower is filed, the higher is told it was not
 SELECT pg_temp.fill('ack.a', 'p1', 20, 3);
 SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 19, 22, 'L10');
@@ -144,7 +146,7 @@ SELECT index, success, error, dlq
                  array_fill('L10'::text, ARRAY[2]), ARRAY['dlq', 'dlq'],
                  errors => ARRAY['second', 'first']);
 SELECT * FROM pg_temp.row('ack.a', 'p1');
-SELECT "offset", error FROM queen.log_dlq WHERE "offset" >= 20;
+SELECT "offset", error FROM queen.log_dlq WHERE partition_id = :p1 AND "offset" >= 20;
 
 -- ---------------------------------------------------------------- DLQ off: dropped
 -- retry_limit 0: the first failure exhausts the budget.  With
@@ -157,11 +159,13 @@ SELECT pg_temp.lease('ack.nodlq', 'Default', 'g', -1, 3, 'D1');
 SELECT * FROM queen.ack(ARRAY['t0', 't1'], array_fill(qtest.pid('ack.nodlq', 'Default'), ARRAY[2]),
                         ARRAY['D1', 'D1'], ARRAY['ok', 'failed'], 'g');
 SELECT * FROM pg_temp.row('ack.nodlq', 'Default', 'g');
-SELECT count(*) AS nodlq_dead_letters FROM queen.log_dlq WHERE consumer_group = 'g';
+SELECT count(*) AS nodlq_dead_letters FROM queen.log_dlq
+ WHERE partition_id = qtest.pid('ack.nodlq', 'Default');
 UPDATE queen.queues SET dead_letter_queue = true WHERE name = 'ack.nodlq';
 SELECT pg_temp.lease('ack.nodlq', 'Default', 'g', 1, 3, 'D2');
 SELECT * FROM queen.nack('t2', qtest.pid('ack.nodlq', 'Default'), 'D2', NULL, 'g');
-SELECT "offset", error, retry_count FROM queen.log_dlq WHERE consumer_group = 'g';
+SELECT "offset", error, retry_count, consumer_group FROM queen.log_dlq
+ WHERE partition_id = qtest.pid('ack.nodlq', 'Default');
 UPDATE queen.queues SET dead_letter_queue = false, dlq_after_max_retries = true WHERE name = 'ack.nodlq';
 SELECT pg_temp.lease('ack.nodlq', 'Default', 'g', 2, 3, 'D3');
 SELECT dlq FROM queen.nack('t3', qtest.pid('ack.nodlq', 'Default'), 'D3', NULL, 'g');
