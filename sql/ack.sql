@@ -315,3 +315,28 @@ REVOKE ALL ON queen.queues, queen.log_partitions, queen.log_txns, queen.log_segm
 	queen.log_consumers FROM regress_queen_acker;
 REVOKE USAGE ON SCHEMA queen, qtest FROM regress_queen_acker;
 DROP ROLE regress_queen_acker;
+
+-- ---------------------------------------------------------------- repeated transactionIds
+-- Without dedup a transactionId can be stored twice: an ack resolves to its
+-- lowest occurrence the ack can reach, and a copy below the cursor never
+-- shadows one above it.
+SELECT pg_temp.fill('ack.dup', 'Default', 0, 1);
+UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = 'ack.dup';
+SELECT log_offset FROM queen.push('ack.dup', '{"again": 1}', 'Default', 't1');
+SELECT log_offset FROM queen.push('ack.dup', '{"again": 2}', 'Default', 't0');
+SELECT pg_temp.lease('ack.dup', 'Default', '__QUEUE_MODE__', -1, 2, 'U1');
+SELECT success, lease_released FROM queen.ack('t0', qtest.pid('ack.dup', 'Default'), 'U1');
+SELECT committed, worker_id FROM pg_temp.row('ack.dup', 'Default');
+SELECT success, lease_released, noop FROM queen.ack('t0', qtest.pid('ack.dup', 'Default'), 'U1');
+SELECT committed, worker_id FROM pg_temp.row('ack.dup', 'Default');
+
+-- ---------------------------------------------------------------- purged hashes
+-- Offsets below the partition's txns_start have no hashes to trust (the
+-- purge's watermark): an ack cannot resolve to them, and says so.
+SELECT pg_temp.fill('ack.purged', 'Default', 0, 4);
+UPDATE queen.log_partitions SET txns_start = 2 WHERE id = qtest.pid('ack.purged', 'Default');
+SELECT pg_temp.lease('ack.purged', 'Default', '__QUEUE_MODE__', -1, 3, 'T1');
+SELECT index, transaction_id, success, error IS NOT NULL AS told, lease_released
+  FROM queen.ack(ARRAY['t1', 't2'], array_fill(qtest.pid('ack.purged', 'Default'), ARRAY[2]),
+                 ARRAY['T1', 'T1']);
+SELECT committed, batch_end FROM pg_temp.row('ack.purged', 'Default');
