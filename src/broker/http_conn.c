@@ -526,6 +526,16 @@ queen_http_flush(QueenHttpConn *conn)
 	queen_http_update_events(conn);
 }
 
+/*
+ * Did the client leave while its request was with the handler?  It must
+ * still be answered (that frees it), but nobody reads the answer.
+ */
+bool
+queen_http_abandoned(QueenHttpRequest *pub)
+{
+	return ((QueenHttpReq *) pub)->conn == NULL;
+}
+
 void
 queen_http_respond(QueenHttpRequest *pub, int status, const char *content_type,
 				   const char *body, size_t body_len, const char *extra_headers)

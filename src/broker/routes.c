@@ -32,6 +32,24 @@ static const QueenRoute queen_routes[] = {
 	queen_handle_configure, QUEEN_ROUTE_SHARD},
 	{QUEEN_METHOD(HTTP_DELETE), "/api/v1/resources/queues/:queue",
 	queen_handle_delete_queue, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/pop/queue/:queue",
+	queen_handle_pop_queue, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/pop/queue/:queue/partition/:partition",
+	queen_handle_pop_partition, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/pop",
+	queen_handle_pop_discover, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/ack",
+	queen_handle_ack, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/ack/batch",
+	queen_handle_ack_batch, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/lease/:leaseId/extend",
+	queen_handle_lease_extend, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/dlq",
+	queen_handle_dlq, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_DELETE), "/api/v1/consumer-groups/:group",
+	queen_handle_delete_group, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_DELETE), "/api/v1/consumer-groups/:group/queues/:queue",
+	queen_handle_delete_group, QUEEN_ROUTE_SHARD},
 	/* HEAD answers as GET; http_conn.c leaves the body out */
 	{QUEEN_METHOD(HTTP_GET) | QUEEN_METHOD(HTTP_HEAD), "/health",
 	queen_handle_health, QUEEN_ROUTE_SHARD},
@@ -127,9 +145,12 @@ queen_route_match(const char *pattern, const char *path, QueenRouteSpan *spans, 
 	return *s == '\0';
 }
 
-/* %XX decoding of one path segment; NULL if malformed. */
-static char *
-queen_percent_decode(const char *s, Size n, Size *len)
+/*
+ * %XX decoding of one path segment or query parameter (where plus_space
+ * also makes '+' a space); NULL if malformed.
+ */
+char *
+queen_percent_decode(const char *s, Size n, bool plus_space, Size *len)
 {
 	char	   *out = palloc(n + 1);
 	Size		o = 0;
@@ -152,7 +173,7 @@ queen_percent_decode(const char *s, Size n, Size *len)
 			i += 2;
 		}
 		else
-			out[o++] = s[i];
+			out[o++] = (plus_space && s[i] == '+') ? ' ' : s[i];
 	}
 	out[o] = '\0';
 	*len = o;
@@ -175,7 +196,7 @@ queen_route_decode(QueenHttpRequest *req, const QueenRouteSpan *spans, int nspan
 	for (i = 0; i < nspans; i++)
 	{
 		char	   *name = pnstrdup(spans[i].name, spans[i].name_len);
-		char	   *value = queen_percent_decode(spans[i].start, spans[i].len,
+		char	   *value = queen_percent_decode(spans[i].start, spans[i].len, false,
 												 &params->len[i]);
 
 		if (value == NULL)
