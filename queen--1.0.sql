@@ -206,6 +206,23 @@ CREATE TABLE queen.consumer_groups_metadata (
 );
 
 ------------------------------------------------------------------------------
+-- The wildcard claim's scan floor per (queue, consumer group)
+-- (src/core/claim_scan.c): every partition of the queue whose last_write_at
+-- is older than last_empty_scan_at (less a few seconds of slack) was seen with
+-- nothing pending, no lease and no write in flight for the group, so a
+-- wildcard pop reads only the partitions written since, through
+-- idx_log_partitions_queue_write.  It is recomputed by one pop at a time, at
+-- most every 30 seconds per group (updated_at); rows go with their queue.
+------------------------------------------------------------------------------
+CREATE TABLE queen.consumer_watermarks (
+	queue_id			uuid NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+	consumer_group		text NOT NULL,
+	last_empty_scan_at	timestamptz NOT NULL,
+	updated_at			timestamptz NOT NULL,
+	PRIMARY KEY (queue_id, consumer_group)
+);
+
+------------------------------------------------------------------------------
 -- Dead letters: a message whose retries ran out, with a snapshot of its
 -- payload, the error it failed with and where it came from.  No foreign key:
 -- retention never touches these rows, and a queue's deletion removes them
@@ -317,6 +334,67 @@ RETURNS TABLE (
 	created_at		timestamptz)
 AS 'MODULE_PATHNAME', 'queen_read'
 LANGUAGE C STABLE PARALLEL SAFE;
+
+------------------------------------------------------------------------------
+-- Consuming (src/core/claim.c, src/sql/pop_sql.c): the claim of reference 4.2
+-- and 4.3 in the caller's transaction, one row per delivered message,
+-- partitions in claim order and offsets ascending within one.  With
+-- auto_ack the cursor moves in this transaction and lease_id is NULL;
+-- otherwise the partitions stay leased to lease_id until an ack or
+-- lease_expires_at.  Bad input raises 22023 (or a name check's code) and
+-- writes nothing; a queue that does not exist delivers nothing.
+------------------------------------------------------------------------------
+CREATE FUNCTION queen.pop(
+	queue text,
+	partition text DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	batch integer DEFAULT 1,
+	lease_seconds integer DEFAULT NULL,
+	auto_ack boolean DEFAULT false,
+	max_partitions integer DEFAULT 1,
+	subscription_mode text DEFAULT NULL,
+	subscription_from text DEFAULT NULL)
+RETURNS TABLE (
+	queue				text,
+	partition			text,
+	partition_id		uuid,
+	"offset"			bigint,
+	message_id			uuid,
+	transaction_id		text,
+	trace_id			uuid,
+	payload				jsonb,
+	created_at			timestamptz,
+	lease_id			text,
+	delivery_attempt	integer,
+	lease_expires_at	timestamptz)
+AS 'MODULE_PATHNAME', 'queen_pop_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.pop_discover(
+	namespace text DEFAULT NULL,
+	task text DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	batch integer DEFAULT 1,
+	lease_seconds integer DEFAULT NULL,
+	auto_ack boolean DEFAULT false,
+	max_partitions integer DEFAULT 1,
+	subscription_mode text DEFAULT NULL,
+	subscription_from text DEFAULT NULL)
+RETURNS TABLE (
+	queue				text,
+	partition			text,
+	partition_id		uuid,
+	"offset"			bigint,
+	message_id			uuid,
+	transaction_id		text,
+	trace_id			uuid,
+	payload				jsonb,
+	created_at			timestamptz,
+	lease_id			text,
+	delivery_attempt	integer,
+	lease_expires_at	timestamptz)
+AS 'MODULE_PATHNAME', 'queen_pop_discover_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 ------------------------------------------------------------------------------
 -- The codec, exposed for drivers, tooling and tests (src/sql/codec_sql.c)

@@ -14,6 +14,7 @@
  */
 #include "queen.h"
 #include "log_read.h"
+#include "payload.h"
 #include "spi.h"
 
 #include "common/jsonapi.h"
@@ -181,7 +182,7 @@ static const JsonSemAction queen_jsonb_actions =
  * escapes differently), the payload takes the old two passes instead, so
  * the outcome is the same for every payload.
  */
-static Datum
+Datum
 queen_payload_jsonb(const char *payload, size_t len, char **problem)
 {
 	JsonLexContext *lex;

@@ -1,0 +1,465 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim_scan.c
+ *	  Which partitions a pop tries (reference 4.3): the wildcard over one
+ *	  queue, the namespace/task route over every matching queue, the scan
+ *	  floor that keeps idle partitions out of both, and a consumer group's
+ *	  first contact with a queue (its remembered subscription and the seed
+ *	  of its cursors).
+ *
+ * Candidates are the partitions with something pending for the group and
+ * no live lease, in random order, so concurrent consumers of one group
+ * spread over different partitions instead of queueing on the same rows.
+ * A queue's idle partitions are kept out of that query by a floor per
+ * (queue, group) in queen.consumer_watermarks: every partition last written
+ * before it had nothing pending and no lease for the group when the floor
+ * was computed, and a partition only becomes pending again by a write (a
+ * nack or a lease expiry needs a lease, and leased partitions hold the
+ * floor down), which moves its last_write_at past the floor.  So a pop reads
+ * the partitions written since (idx_log_partitions_queue_write), not the
+ * queue.  The floor is recomputed by a full scan at most every 30 seconds
+ * per group, by one pop at a time (a try-advisory lock): that scan also
+ * catches a push whose transaction committed long after it wrote.
+ *
+ * First contact never waits: the subscription row is inserted under a
+ * try-advisory lock per (queue, group), and the transaction that created
+ * it seeds every partition's cursor in one statement; a partition seen
+ * later gets its cursor from the remembered subscription under a
+ * try-advisory lock per (partition, group).  Both skip partition rows a
+ * push holds (FOR KEY SHARE SKIP LOCKED) rather than wait for it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "claim_int.h"
+#include "spi.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+
+/* How often a group's floor is recomputed, and the slack it is used with. */
+#define QUEEN_FLOOR_RECHECK_USECS	(30 * USECS_PER_SEC)
+#define QUEEN_FLOOR_SLACK_USECS		(120 * USECS_PER_SEC)
+
+/*
+ * Where a missing cursor starts, for partition p and subscription moment
+ * $3: everything retained (-infinity), else just before the first segment
+ * created at or after $3.  Created_at is monotone per partition, so when
+ * the newest segment is older (a "new" group at its first contact, always)
+ * that is the tail, found by one backward step instead of a walk.
+ */
+#define QUEEN_SEED_EXPR \
+	"CASE WHEN $3 = '-infinity'::timestamptz THEN GREATEST(p.log_start - 1, -1)" \
+	"     WHEN COALESCE((SELECT n.created_at FROM queen.log_segments n" \
+	"                     WHERE n.partition_id = p.id ORDER BY n.base_offset DESC LIMIT 1)," \
+	"                   '-infinity') < $3 THEN p.last_offset" \
+	"     ELSE COALESCE((SELECT s.base_offset - 1 FROM queen.log_segments s" \
+	"                     WHERE s.partition_id = p.id AND s.base_offset >= p.log_start" \
+	"                       AND s.created_at >= $3 ORDER BY s.base_offset LIMIT 1)," \
+	"                   p.last_offset) END"
+
+/* Pending for group $2: something retained past its cursor (or no cursor yet). */
+#define QUEEN_PENDING_EXPR \
+	"CASE WHEN c.partition_id IS NULL THEN p.last_offset >= p.log_start" \
+	"     ELSE p.last_offset > c.committed END"
+
+typedef enum QueenScanPlanId
+{
+	SCAN_SUBSCRIPTION,
+	SCAN_REGISTER,
+	SCAN_SEED_QUEUE,
+	SCAN_SEED_PARTITION,
+	SCAN_QUEUE_UPSERT,
+	SCAN_FLOOR,
+	SCAN_FLOOR_LOCK,
+	SCAN_FLOOR_RECOMPUTE,
+	SCAN_CANDIDATES,
+	SCAN_DISCOVER,
+	SCAN_NPLANS
+} QueenScanPlanId;
+
+typedef struct QueenScanStatement
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[5];
+} QueenScanStatement;
+
+static const QueenScanStatement queen_scan_statements[SCAN_NPLANS] =
+{
+	[SCAN_SUBSCRIPTION] = {
+		"SELECT subscription_timestamp FROM queen.consumer_groups_metadata"
+		" WHERE tenant_id = $1 AND consumer_group = $2 AND queue_id = $3"
+		"   AND partition_name = '' AND namespace IS NULL AND task IS NULL",
+	3, {UUIDOID, TEXTOID, UUIDOID}},
+	/* the creator of the row is the one that seeds: RETURNING says who */
+	[SCAN_REGISTER] = {
+		"INSERT INTO queen.consumer_groups_metadata"
+		"       (tenant_id, consumer_group, queue_id, subscription_mode, subscription_timestamp)"
+		" SELECT $1, $2, $3, $4, $5"
+		"  WHERE pg_try_advisory_xact_lock(hashtextextended($3::text || '/' || $2, 43))"
+		" ON CONFLICT DO NOTHING RETURNING 1",
+	5, {UUIDOID, TEXTOID, UUIDOID, TEXTOID, TIMESTAMPTZOID}},
+	/* ascending id: ON CONFLICT takes its speculative locks in row order */
+	[SCAN_SEED_QUEUE] = {
+		"INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)"
+		" SELECT p.id, $2, " QUEEN_SEED_EXPR
+		"   FROM queen.log_partitions p WHERE p.queue_id = $1"
+		"  ORDER BY p.id FOR KEY SHARE OF p SKIP LOCKED"
+		" ON CONFLICT DO NOTHING",
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}},
+	[SCAN_SEED_PARTITION] = {
+		"INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)"
+		" SELECT p.id, $2, " QUEEN_SEED_EXPR
+		"   FROM queen.log_partitions p"
+		"  WHERE p.id = $1"
+		"    AND pg_try_advisory_xact_lock(hashtextextended(p.id::text || '/' || $2, 42))"
+		"    FOR KEY SHARE OF p SKIP LOCKED"
+		" ON CONFLICT DO NOTHING",
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}},
+	/* namespace and task from the dotted name, as a push derives them */
+	[SCAN_QUEUE_UPSERT] = {
+		"INSERT INTO queen.queues (tenant_id, name, namespace, task)"
+		" VALUES ($1, $2, split_part($2, '.', 1), split_part($2, '.', 2))"
+		" ON CONFLICT (tenant_id, name) DO NOTHING RETURNING id",
+	2, {UUIDOID, TEXTOID}},
+	[SCAN_FLOOR] = {
+		"SELECT last_empty_scan_at, updated_at FROM queen.consumer_watermarks"
+		" WHERE queue_id = $1 AND consumer_group = $2",
+	2, {UUIDOID, TEXTOID}},
+	[SCAN_FLOOR_LOCK] = {
+		"SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || '/' || $2, 44))",
+	2, {UUIDOID, TEXTOID}},
+
+	/*
+	 * The floor: the oldest last write among partitions with something
+	 * pending or a lease (live or expired) for the group; now if none.
+	 */
+	[SCAN_FLOOR_RECOMPUTE] = {
+		"INSERT INTO queen.consumer_watermarks AS w"
+		"       (queue_id, consumer_group, last_empty_scan_at, updated_at)"
+		" SELECT $1, $2, LEAST(COALESCE(min(p.last_write_at), $3), $3), $3"
+		"   FROM queen.log_partitions p"
+		"   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2"
+		"  WHERE p.queue_id = $1 AND (" QUEEN_PENDING_EXPR " OR c.batch_end IS NOT NULL)"
+		" ON CONFLICT (queue_id, consumer_group) DO UPDATE"
+		"   SET last_empty_scan_at = EXCLUDED.last_empty_scan_at, updated_at = EXCLUDED.updated_at"
+		" RETURNING w.last_empty_scan_at",
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}},
+
+	/*
+	 * Pending partitions written since their queue's floor, lease-free
+	 * first in random order; the earliest live lease among the pending
+	 * ones comes along, for when nothing can be claimed now.
+	 */
+	[SCAN_CANDIDATES] = {
+		"SELECT * FROM ("
+		" SELECT p.id, p.name, q.id, q.name, p.last_offset, q.delayed_processing,"
+		"        q.window_buffer, q.lease_time,"
+		"        COALESCE(c.worker_id IS NOT NULL AND c.lease_expires_at >= $3, false) AS leased,"
+		"        min(CASE WHEN c.worker_id IS NOT NULL AND c.lease_expires_at >= $3"
+		"                 THEN c.lease_expires_at END) OVER ()"
+		"   FROM unnest($1::uuid[], $4::timestamptz[]) AS u(qid, floor)"
+		"   JOIN queen.queues q ON q.id = u.qid"
+		"   JOIN queen.log_partitions p ON p.queue_id = u.qid AND p.last_write_at >= u.floor"
+		"   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2"
+		"  WHERE " QUEEN_PENDING_EXPR
+		") x ORDER BY leased, random() LIMIT $5",
+	5, {UUIDARRAYOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZARRAYOID, INT4OID}},
+	[SCAN_DISCOVER] = {
+		"SELECT id FROM queen.queues"
+		" WHERE tenant_id = $1 AND ($2::text IS NULL OR namespace = $2)"
+		"   AND ($3::text IS NULL OR task = $3)"
+		" ORDER BY id",
+	3, {UUIDOID, TEXTOID, TEXTOID}},
+};
+
+static SPIPlanPtr queen_scan_plans[SCAN_NPLANS];
+
+static uint64
+queen_scan_run(QueenScanPlanId id, Datum *values, const char *nulls, int expected)
+{
+	const QueenScanStatement *st = &queen_scan_statements[id];
+	SPIPlanPtr	plan = queen_plan_once(&queen_scan_plans[id], st->sql, st->nargs,
+									   (Oid *) st->argtypes, false);
+	int			rc = SPI_execute_plan(plan, values, nulls, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "queen: claim scan statement failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/* ----------------------------------------------------------------
+ *		First contact
+ * ----------------------------------------------------------------
+ */
+
+/* The subscription the pop asks for, as stored: mode and moment. */
+static const char *
+queen_sub_intent(const QueenClaim *c, TimestampTz *from)
+{
+	switch (c->req->sub_mode)
+	{
+		case QUEEN_SUB_NEW:
+			*from = c->now;
+			return "new";
+		case QUEEN_SUB_TIMESTAMP:
+			*from = c->req->sub_from;
+			return "timestamp";
+		case QUEEN_SUB_ALL:
+			break;
+	}
+	*from = DT_NOBEGIN;
+	return "all";
+}
+
+/*
+ * Where the group's cursors on a queue start at first contact: queue mode
+ * never skips backlog; a named group's remembered subscription, registered
+ * now (with every partition's cursor seeded) if this is its first pop on
+ * the queue.  False when another transaction is registering the same group
+ * on the queue right now: this pop leaves the queue alone rather than wait.
+ */
+bool
+queen_claim_subscription(QueenClaim *c, const pg_uuid_t *queue_id,
+						 TimestampTz *sub_from)
+{
+	Datum		values[5];
+	const char *mode;
+	int			attempt;
+
+	*sub_from = DT_NOBEGIN;
+	if (queen_claim_is_queue_mode(c))
+		return true;
+	values[0] = UUIDPGetDatum(&c->req->tenant);
+	values[1] = CStringGetTextDatum(c->req->group);
+	values[2] = UUIDPGetDatum(queue_id);
+	for (attempt = 0; attempt < 2; attempt++)
+	{
+		if (queen_scan_run(SCAN_SUBSCRIPTION, values, NULL, SPI_OK_SELECT) == 1)
+		{
+			*sub_from = queen_get_timestamptz(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+			return true;
+		}
+		if (attempt > 0)
+			break;
+		mode = queen_sub_intent(c, sub_from);
+		values[3] = CStringGetTextDatum(mode);
+		values[4] = TimestampTzGetDatum(*sub_from);
+		if (queen_scan_run(SCAN_REGISTER, values, NULL, SPI_OK_INSERT_RETURNING) == 1)
+		{
+			Datum		seed[3];
+
+			seed[0] = UUIDPGetDatum(queue_id);
+			seed[1] = values[1];
+			seed[2] = values[4];
+			queen_scan_run(SCAN_SEED_QUEUE, seed, NULL, SPI_OK_INSERT);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Create a missing cursor row, unless another pop is creating it. */
+void
+queen_claim_first_contact(const pg_uuid_t *pid, const char *group,
+						  TimestampTz sub_from)
+{
+	Datum		values[3];
+
+	values[0] = UUIDPGetDatum(pid);
+	values[1] = CStringGetTextDatum(group);
+	values[2] = TimestampTzGetDatum(sub_from);
+	queen_scan_run(SCAN_SEED_PARTITION, values, NULL, SPI_OK_INSERT);
+}
+
+/* Create the queue a named group pops before its first push. */
+bool
+queen_claim_queue_upsert(QueenClaim *c, pg_uuid_t *queue_id)
+{
+	Datum		values[2];
+
+	values[0] = UUIDPGetDatum(&c->req->tenant);
+	values[1] = CStringGetTextDatum(c->req->queue);
+	if (queen_scan_run(SCAN_QUEUE_UPSERT, values, NULL, SPI_OK_INSERT_RETURNING) == 0)
+		return false;			/* another transaction just created it */
+	queen_get_uuid(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, queue_id);
+	return true;
+}
+
+/* ----------------------------------------------------------------
+ *		The floor
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The last write a partition of the queue needs for the group's wildcard
+ * pop to consider it, slack included; recomputed if it is stale and no
+ * other pop is recomputing it.
+ */
+static TimestampTz
+queen_claim_floor(QueenClaim *c, const pg_uuid_t *queue_id)
+{
+	Datum		values[3];
+	TimestampTz floor = DT_NOBEGIN;
+	bool		fresh = false;
+	bool		isnull;
+
+	values[0] = UUIDPGetDatum(queue_id);
+	values[1] = CStringGetTextDatum(c->req->group);
+	values[2] = TimestampTzGetDatum(c->now);
+	if (queen_scan_run(SCAN_FLOOR, values, NULL, SPI_OK_SELECT) == 1)
+	{
+		floor = queen_get_timestamptz(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		fresh = queen_get_timestamptz(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2) >=
+			c->now - QUEEN_FLOOR_RECHECK_USECS;
+	}
+	if (!fresh)
+	{
+		queen_scan_run(SCAN_FLOOR_LOCK, values, NULL, SPI_OK_SELECT);
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+		{
+			queen_scan_run(SCAN_FLOOR_RECOMPUTE, values, NULL, SPI_OK_INSERT_RETURNING);
+			floor = queen_get_timestamptz(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		}
+	}
+	return floor == DT_NOBEGIN ? floor : floor - QUEEN_FLOOR_SLACK_USECS;
+}
+
+/* ----------------------------------------------------------------
+ *		Candidates
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * How many candidates to draw: enough that a pop finds its partitions
+ * among those a concurrent consumer just took, few enough to stay cheap.
+ */
+static int32
+queen_claim_cap(int32 max_partitions)
+{
+	if (max_partitions <= 0 || max_partitions >= 128)
+		return 512;
+	return Max(64, Min(max_partitions * 4, 512));
+}
+
+/*
+ * Claim candidates of the given queues (their floors and first-contact
+ * moments beside them) until the budget is spent or max_partitions
+ * partitions delivered.
+ */
+static void
+queen_claim_candidates(QueenClaim *c, Datum *qids, Datum *floors,
+					   TimestampTz *subs, int nqueues)
+{
+	SPITupleTable *cands;
+	uint64		ncands;
+	Datum		values[5];
+	bool		isnull;
+	int			claimed = 0;
+	uint64		i;
+
+	values[0] = queen_array_datum(qids, nqueues, UUIDOID);
+	values[1] = CStringGetTextDatum(c->req->group);
+	values[2] = TimestampTzGetDatum(c->now);
+	values[3] = queen_array_datum(floors, nqueues, TIMESTAMPTZOID);
+	values[4] = Int32GetDatum(queen_claim_cap(c->req->max_partitions));
+	ncands = queen_scan_run(SCAN_CANDIDATES, values, NULL, SPI_OK_SELECT);
+	cands = SPI_tuptable;		/* kept until SPI_finish: claims run statements */
+	if (ncands > 0)
+	{
+		Datum		lease_min = SPI_getbinval(cands->vals[0], cands->tupdesc, 10, &isnull);
+
+		if (!isnull)
+			queen_claim_retry_hint(c, DatumGetTimestampTz(lease_min));
+	}
+
+	for (i = 0; i < ncands && c->budget > 0; i++)
+	{
+		HeapTuple	tuple = cands->vals[i];
+		TupleDesc	desc = cands->tupdesc;
+		QueenClaimTarget t;
+		int			q;
+
+		if (c->req->max_partitions > 0 && claimed >= c->req->max_partitions)
+			break;
+		if (DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull)))
+			break;				/* leased ones sort last */
+		memset(&t, 0, sizeof(t));
+		queen_get_uuid(tuple, desc, 1, &t.pid);
+		t.partition = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
+		queen_get_uuid(tuple, desc, 3, &t.queue_id);
+		t.queue = TextDatumGetCString(SPI_getbinval(tuple, desc, 4, &isnull));
+		t.last_offset = queen_get_int64(tuple, desc, 5);
+		t.delayed = queen_get_int32(tuple, desc, 6);
+		t.window = queen_get_int32(tuple, desc, 7);
+		t.lease_time = queen_get_int32(tuple, desc, 8);
+		for (q = 0; q < nqueues; q++)
+		{
+			if (memcmp(DatumGetUUIDP(qids[q]), &t.queue_id, sizeof(pg_uuid_t)) == 0)
+			{
+				t.sub_known = true;
+				t.sub_from = subs[q];
+				break;
+			}
+		}
+		if (queen_claim_partition(c, &t) > 0)
+			claimed++;
+	}
+}
+
+/*
+ * The wildcard (4.3) over the given queues: a named group's first contact
+ * with each, each queue's floor, then the candidates of all of them.
+ */
+void
+queen_claim_wildcard(QueenClaim *c, const pg_uuid_t *queue_ids, int nqueues)
+{
+	Datum	   *qids = palloc(sizeof(Datum) * nqueues);
+	Datum	   *floors = palloc(sizeof(Datum) * nqueues);
+	TimestampTz *subs = palloc(sizeof(TimestampTz) * nqueues);
+	int			n = 0;
+	int			i;
+
+	for (i = 0; i < nqueues; i++)
+	{
+		/* a queue another pop is registering this group on is skipped */
+		if (!queen_claim_subscription(c, &queue_ids[i], &subs[n]))
+			continue;
+		qids[n] = UUIDPGetDatum(&queue_ids[i]);
+		floors[n] = TimestampTzGetDatum(queen_claim_floor(c, &queue_ids[i]));
+		n++;
+	}
+	if (n > 0)
+		queen_claim_candidates(c, qids, floors, subs, n);
+}
+
+/* The namespace/task route: the wildcard over every matching queue. */
+void
+queen_claim_discover(QueenClaim *c)
+{
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	pg_uuid_t  *ids;
+	uint64		n;
+	uint64		i;
+
+	values[0] = UUIDPGetDatum(&c->req->tenant);
+	values[1] = (Datum) 0;
+	values[2] = (Datum) 0;
+	if (c->req->namespace_name != NULL)
+		values[1] = CStringGetTextDatum(c->req->namespace_name);
+	else
+		nulls[1] = 'n';
+	if (c->req->task != NULL)
+		values[2] = CStringGetTextDatum(c->req->task);
+	else
+		nulls[2] = 'n';
+	n = queen_scan_run(SCAN_DISCOVER, values, nulls, SPI_OK_SELECT);
+	if (n == 0)
+		return;
+	ids = palloc(sizeof(pg_uuid_t) * n);
+	for (i = 0; i < n; i++)
+		queen_get_uuid(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &ids[i]);
+	queen_claim_wildcard(c, ids, (int) n);
+}
