@@ -489,3 +489,83 @@ AS 'MODULE_PATHNAME', 'queen_permit_law_replay'
 LANGUAGE C IMMUTABLE STRICT;
 COMMENT ON FUNCTION queen._permit_law_replay(int, int, int, int[], int[], int8[], int8[]) IS
 'Internal, for tests: both push permit laws over a series of bundles.';
+
+------------------------------------------------------------------------------
+-- Acknowledging from SQL (src/sql/ack_sql.c over src/core/ack.c and
+-- consumer_admin.c): in the caller's transaction, so a pop, the caller's own
+-- writes and the ack commit together.  Each answers per message as
+-- POST /api/v1/ack does: success false with the reason for anything not
+-- carried out.  A NULL where a value is required raises 22004, anything else
+-- malformed 22023 (or the name checks' codes); nothing is written then.
+------------------------------------------------------------------------------
+CREATE FUNCTION queen.ack(
+	transaction_id text,
+	partition_id uuid,
+	lease_id text DEFAULT NULL,
+	status text DEFAULT 'completed',
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	error text DEFAULT NULL)
+RETURNS TABLE (success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
+AS 'MODULE_PATHNAME', 'queen_ack_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION queen.ack(
+	transaction_ids text[],
+	partition_ids uuid[],
+	lease_ids text[] DEFAULT NULL,
+	statuses text[] DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	errors text[] DEFAULT NULL)
+RETURNS TABLE (index integer, transaction_id text, success boolean, error text,
+			   lease_released boolean, dlq boolean, noop boolean)
+AS 'MODULE_PATHNAME', 'queen_ack_batch_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.nack(
+	transaction_id text,
+	partition_id uuid,
+	lease_id text DEFAULT NULL,
+	error text DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__')
+RETURNS TABLE (success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
+AS 'MODULE_PATHNAME', 'queen_nack_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION queen.reject(
+	transaction_id text,
+	partition_id uuid,
+	lease_id text DEFAULT NULL,
+	error text DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__')
+RETURNS TABLE (success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
+AS 'MODULE_PATHNAME', 'queen_reject_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION queen.renew(lease_id text, seconds integer DEFAULT 60)
+RETURNS TABLE (renewed integer, expires_at timestamptz)
+AS 'MODULE_PATHNAME', 'queen_renew_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION queen.delete_consumer_group(
+	consumer_group text,
+	queue text DEFAULT NULL,
+	delete_metadata boolean DEFAULT true)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'queen_delete_consumer_group_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Internal: GET /api/v1/dlq's listing (newest first), for the regression tests.
+CREATE FUNCTION queen._dlq_list(
+	queue text,
+	consumer_group text DEFAULT NULL,
+	partition text DEFAULT NULL,
+	from_time timestamptz DEFAULT NULL,
+	to_time timestamptz DEFAULT NULL,
+	page_limit integer DEFAULT 100,
+	page_offset bigint DEFAULT 0)
+RETURNS TABLE (total bigint, partition_name text, group_name text, log_offset bigint,
+			   txn text, error_text text, payload_text text, retries integer)
+AS 'MODULE_PATHNAME', 'queen_dlq_list_sql'
+LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION queen._dlq_list(text, text, text, timestamptz, timestamptz, integer, bigint) IS
+'Internal, for tests: the dead-letter listing of GET /api/v1/dlq.';

@@ -14,6 +14,7 @@
  */
 #include "queen.h"
 #include "dedup_cache.h"
+#include "hash_refs.h"
 #include "log_write_int.h"
 #include "spi.h"
 
@@ -39,24 +40,6 @@ static const char *const sql_probe =
 
 static SPIPlanPtr queen_probe_plan = NULL;
 
-typedef struct QueenHashRef
-{
-	const uint8 *hash;
-	int32		index;
-} QueenHashRef;
-
-static int
-queen_hashref_cmp(const void *a, const void *b)
-{
-	const QueenHashRef *x = (const QueenHashRef *) a;
-	const QueenHashRef *y = (const QueenHashRef *) b;
-	int			c = memcmp(x->hash, y->hash, QUEEN_HASH_LEN);
-
-	if (c != 0)
-		return c;
-	return (x->index > y->index) - (x->index < y->index);
-}
-
 /*
  * Lower first_off[i] to the offset of every stored frame of one log_txns row
  * above from whose hash equals incoming frame i.
@@ -70,21 +53,10 @@ queen_probe_row(const QueenHashRef *sorted, int k, const uint8 *stored,
 	/* frames at or below from are vouched for: a straddling row starts above it */
 	for (j = (Size) Max(from + 1 - base, 0); j < nstored; j++)
 	{
-		QueenHashRef key = {stored + j * QUEEN_HASH_LEN, -1};
-		int			lo = 0,
-					hi = k;
+		const uint8 *hash = stored + j * QUEEN_HASH_LEN;
+		int			lo = queen_hash_refs_find(sorted, k, hash);
 
-		/* lower bound: index -1 sorts before every real entry with that hash */
-		while (lo < hi)
-		{
-			int			mid = lo + (hi - lo) / 2;
-
-			if (queen_hashref_cmp(&sorted[mid], &key) < 0)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		for (; lo < k && memcmp(sorted[lo].hash, key.hash, QUEEN_HASH_LEN) == 0; lo++)
+		for (; queen_hash_refs_match(sorted, k, lo, hash); lo++)
 		{
 			int64		off = base + (int64) j;
 			int32		idx = sorted[lo].index;
@@ -105,19 +77,11 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 				 int64 read_from, int64 read_upto, TimestampTz cutoff,
 				 QueenDedupEntry **fill, int64 *first_off)
 {
-	QueenHashRef *sorted = palloc(sizeof(QueenHashRef) * k);
+	QueenHashRef *sorted = queen_hash_refs(incoming, k);
 	Oid			types[3] = {UUIDOID, INT8OID, INT8OID};
 	Datum		values[3];
 	Portal		portal;
 	bool		done = false;
-	int			i;
-
-	for (i = 0; i < k; i++)
-	{
-		sorted[i].hash = incoming + (Size) i * QUEEN_HASH_LEN;
-		sorted[i].index = i;
-	}
-	qsort(sorted, k, sizeof(QueenHashRef), queen_hashref_cmp);
 
 	/*
 	 * A cursor, because a busy partition's window can hold more hashes

@@ -1,0 +1,839 @@
+/*-------------------------------------------------------------------------
+ *
+ * ack.c
+ *	  The ack: status normalisation (reference 5.1), the decision procedure
+ *	  over one consumer row (5.4), dead-letter filing, and lease renewal
+ *	  (5.5).  Both doors call it: queen.ack and friends in the caller's
+ *	  transaction, the broker from a worker's.
+ *
+ * Items are grouped by (partition, lease id) and the groups run in
+ * ascending (partition id, lease id) order.  A group takes exactly one row
+ * lock, its consumer row (FOR UPDATE), never a partition or queue row: the
+ * global lock order puts consumer rows after partitions, and pushes hold
+ * partition rows, so an ack that took a partition row could deadlock with
+ * a push; and ascending consumer rows mean two acks over the same
+ * partitions wait for each other instead of deadlocking.  The queue's
+ * retry limit and DLQ switch and the partition's txns_start are plain
+ * reads in the same statement.
+ *
+ * A transactionId resolves to an offset through log_txns (16-byte hashes
+ * per frame, frame order): first inside the span the ack may move the
+ * cursor over, [max(committed + 1, txns_start), batch_end] under a lease
+ * or everything above the cursor without one, walking up and stopping once
+ * every id is found; then, only for the ids not found there, below the
+ * cursor, walking down, to tell a duplicate ack (noop) or a late nack
+ * (stale) from an id the partition never held (unresolved).  An ack of a
+ * leased batch therefore reads the batch's hash rows and no more.
+ *
+ * A dead letter is filed here, in the same transaction as the cursor move
+ * past it, with a snapshot of the message read from its segment: there is
+ * no window in which the message is neither in the log's reach nor in the
+ * DLQ.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queen.h"
+#include "consume.h"
+#include "hash_refs.h"
+#include "log_read.h"
+#include "spi.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+
+/*
+ * The consumer row, locked, with what its queue and partition say.  The
+ * lease is judged at the transaction's start (now()): a pop and an ack in
+ * one transaction agree on it however long the work between them took, and
+ * nobody else can have taken over a lease whose row that transaction holds.
+ */
+static const char *const sql_ack_lock =
+"SELECT c.committed, c.batch_end, c.worker_id, c.lease_expires_at > now(),"
+"       c.batch_retry_count, p.txns_start, q.retry_limit,"
+"       q.dead_letter_queue OR q.dlq_after_max_retries"
+"  FROM queen.log_consumers c"
+"  JOIN queen.log_partitions p ON p.id = c.partition_id"
+"  JOIN queen.queues q ON q.id = p.queue_id"
+" WHERE c.partition_id = $1 AND c.consumer_group = $2"
+"   FOR UPDATE OF c";
+
+static const char *const sql_ack_partition =
+"SELECT 1 FROM queen.log_partitions WHERE id = $1";
+
+/* Hash rows from the one straddling $2 up to $3, ascending. */
+static const char *const sql_ack_span =
+"SELECT base_offset, hashes FROM queen.log_txns"
+" WHERE partition_id = $1"
+"   AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_txns"
+"                                 WHERE partition_id = $1 AND base_offset <= $2), $2)"
+"   AND base_offset <= $3"
+" ORDER BY base_offset";
+
+/* Hash rows at or below the cursor, newest first. */
+static const char *const sql_ack_below =
+"SELECT base_offset, hashes FROM queen.log_txns"
+" WHERE partition_id = $1 AND base_offset <= $2"
+" ORDER BY base_offset DESC";
+
+/*
+ * Every cursor move and lease change of the ack.  total_consumed counts the
+ * offsets the cursor crossed.  A lease is released whole or kept whole, so
+ * the lease check of log_consumers holds: a kept lease has batch_end above
+ * the new cursor (the procedure releases it otherwise).
+ */
+static const char *const sql_ack_update =
+"UPDATE queen.log_consumers SET"
+"       total_consumed = total_consumed + ($3 - committed),"
+"       committed = $3,"
+"       batch_end = CASE WHEN $4 THEN NULL ELSE batch_end END,"
+"       worker_id = CASE WHEN $4 THEN NULL ELSE worker_id END,"
+"       lease_expires_at = CASE WHEN $4 THEN NULL ELSE lease_expires_at END,"
+"       batch_retry_count = $5,"
+"       attempt_offset = CASE WHEN $6 THEN NULL ELSE attempt_offset END,"
+"       attempt_count = CASE WHEN $6 THEN 0 ELSE attempt_count END"
+" WHERE partition_id = $1 AND consumer_group = $2";
+
+static const char *const sql_dlq_insert =
+"INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,"
+"                           transaction_id, payload, error, retry_count, created_at)"
+" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now()))";
+
+/*
+ * Every live lease of a lease id, locked in the global order before any is
+ * updated, so a renewal and an ack of the same partitions cannot deadlock.
+ * The new expiry counts from the clock, not the transaction's start, so a
+ * renewal late in a long transaction still buys the time it asks for.
+ */
+static const char *const sql_renew =
+"WITH l AS (SELECT partition_id, consumer_group FROM queen.log_consumers"
+"            WHERE worker_id = $1 AND lease_expires_at > now()"
+"            ORDER BY partition_id, consumer_group FOR UPDATE)"
+"UPDATE queen.log_consumers c"
+"   SET lease_expires_at = GREATEST(c.lease_expires_at,"
+"                                   clock_timestamp() + make_interval(secs => $2))"
+"  FROM l"
+" WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group"
+" RETURNING c.lease_expires_at";
+
+static SPIPlanPtr queen_ack_lock_plan = NULL;
+static SPIPlanPtr queen_ack_partition_plan = NULL;
+static SPIPlanPtr queen_ack_span_plan = NULL;
+static SPIPlanPtr queen_ack_below_plan = NULL;
+static SPIPlanPtr queen_ack_update_plan = NULL;
+static SPIPlanPtr queen_dlq_insert_plan = NULL;
+static SPIPlanPtr queen_renew_plan = NULL;
+
+/* What an item is told when its ack was not carried out. */
+#define QUEEN_ACK_LEASE_PROBLEM "invalid or expired lease"
+#define QUEEN_ACK_STALE_PROBLEM \
+	"already committed: the cursor moved past this message before this ack"
+#define QUEEN_ACK_UNRESOLVED_PROBLEM \
+	"unresolvable: no message with this transactionId where this ack can reach " \
+	"(never pushed to this partition, its hash purged, or not part of the leased batch)"
+#define QUEEN_ACK_NO_PARTITION_PROBLEM "unresolvable: no such partition"
+#define QUEEN_ACK_NO_CONSUMER_PROBLEM \
+	"consumer not found: this consumer group holds no cursor on this partition"
+#define QUEEN_DLQ_DEFAULT_ERROR "Retries exhausted"
+
+/* One (partition, lease id) group of items and what 5.4 decides for it. */
+typedef struct QueenAckGroup
+{
+	const pg_uuid_t *pid;
+	const char *group;
+	const char *lease;			/* NULL: acknowledged without a lease */
+	QueenAckItem **items;		/* in input order */
+	int			n;
+	uint8	   *hashes;			/* n * 16 */
+	int64	   *eff;			/* offset in the span, -1 */
+	int64	   *below;			/* an occurrence at or below the cursor, -1 */
+
+	/* the consumer row as locked, and its queue's settings */
+	int64		committed;
+	int64		batch_end;		/* -1: no lease */
+	int32		retry_count;
+	int64		txns_start;
+	int32		retry_limit;
+	bool		dlq_enabled;
+
+	/* the decision */
+	int64		sig_off;		/* the head signal's offset, -1: none */
+	QueenAckStatus sig_kind;
+	int64		new_committed;	/* the completed prefix below the signal */
+	int64		final;			/* the cursor after the branch */
+	bool		release;
+	bool		reset_attempts;
+	int32		new_retry_count;
+	int64		filed;			/* offset filed as a dead letter, -1 */
+	int64		dropped;		/* offset dropped (no DLQ), -1 */
+	const char *filing_note;
+} QueenAckGroup;
+
+/* ----------------------------------------------------------------
+ *		Status normalisation (5.1)
+ * ----------------------------------------------------------------
+ */
+
+static inline bool
+queen_status_is(const char *status, size_t len, const char *word)
+{
+	return len == strlen(word) && memcmp(status, word, len) == 0;
+}
+
+/*
+ * Exact and case-sensitive: absent, completed, success, acked and ok
+ * complete; retry and dlq are themselves; anything else (FAILED, nack, "")
+ * is a failure, so a typo never acknowledges a message by accident.
+ */
+QueenAckStatus
+queen_ack_status(const char *status, size_t len)
+{
+	if (status == NULL ||
+		queen_status_is(status, len, "completed") ||
+		queen_status_is(status, len, "success") ||
+		queen_status_is(status, len, "acked") ||
+		queen_status_is(status, len, "ok"))
+		return QUEEN_ACK_COMPLETED;
+	if (queen_status_is(status, len, "retry"))
+		return QUEEN_ACK_RETRY;
+	if (queen_status_is(status, len, "dlq"))
+		return QUEEN_ACK_DLQ;
+	return QUEEN_ACK_FAILED;
+}
+
+/* ----------------------------------------------------------------
+ *		Resolution through log_txns
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Walk hash rows from a cursor over a plan, calling visit for each frame
+ * the caller's range admits, until visit says every id is found.  Rows
+ * come newest first when descending.  The hashes live in the row being
+ * walked only.
+ */
+typedef bool (*QueenHashVisit) (QueenAckGroup *g, const QueenHashRef *sorted,
+								int64 off, const uint8 *hash);
+
+static void
+queen_ack_walk(QueenAckGroup *g, SPIPlanPtr plan, Datum *values, bool descending,
+			   int64 lo, int64 hi, QueenHashVisit visit)
+{
+	QueenHashRef *sorted = queen_hash_refs(g->hashes, g->n);
+	/* a fresh snapshot: the rows of the batch the locked row leases */
+	Portal		portal = SPI_cursor_open(NULL, plan, values, NULL, false);
+	bool		done = false;
+
+	while (!done)
+	{
+		uint64		r;
+
+		SPI_cursor_fetch(portal, true, 16);
+		if (SPI_processed == 0)
+			break;
+		for (r = 0; r < SPI_processed && !done; r++)
+		{
+			HeapTuple	tuple = SPI_tuptable->vals[r];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			int64		base = queen_get_int64(tuple, desc, 1);
+			bool		isnull;
+			bytea	   *blob = DatumGetByteaPP(SPI_getbinval(tuple, desc, 2, &isnull));
+			const uint8 *stored = (const uint8 *) VARDATA_ANY(blob);
+			int64		nstored = VARSIZE_ANY_EXHDR(blob) / QUEEN_HASH_LEN;
+			int64		first = Max(lo - base, 0);
+			int64		last = Min(hi - base, nstored - 1);
+			int64		j;
+
+			for (j = descending ? last : first;
+				 !done && (descending ? j >= first : j <= last);
+				 j += descending ? -1 : 1)
+				done = visit(g, sorted, base + j, stored + j * QUEEN_HASH_LEN);
+			if (descending ? base <= lo : base + nstored - 1 >= hi)
+				done = true;
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	pfree(sorted);
+}
+
+/* Are the ids of every item whose field is still -1 found? */
+static bool
+queen_ack_all_found(const int64 *field, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (field[i] < 0)
+			return false;
+	return true;
+}
+
+/* Walking up the span: the first match of an id is its lowest offset there. */
+static bool
+queen_ack_visit_span(QueenAckGroup *g, const QueenHashRef *sorted, int64 off,
+					 const uint8 *hash)
+{
+	int			i = queen_hash_refs_find(sorted, g->n, hash);
+	bool		found = false;
+
+	for (; queen_hash_refs_match(sorted, g->n, i, hash); i++)
+	{
+		if (g->eff[sorted[i].index] < 0)
+		{
+			g->eff[sorted[i].index] = off;
+			found = true;
+		}
+	}
+	return found && queen_ack_all_found(g->eff, g->n);
+}
+
+/* Walking down below the cursor, for the ids the span did not hold. */
+static bool
+queen_ack_visit_below(QueenAckGroup *g, const QueenHashRef *sorted, int64 off,
+					  const uint8 *hash)
+{
+	int			i = queen_hash_refs_find(sorted, g->n, hash);
+	bool		found = false;
+	int			k;
+
+	for (; queen_hash_refs_match(sorted, g->n, i, hash); i++)
+	{
+		int			idx = sorted[i].index;
+
+		if (g->eff[idx] < 0 && g->below[idx] < 0)
+		{
+			g->below[idx] = off;
+			found = true;
+		}
+	}
+	if (!found)
+		return false;
+	for (k = 0; k < g->n; k++)
+		if (g->eff[k] < 0 && g->below[k] < 0)
+			return false;
+	return true;
+}
+
+/* eff and below of every item of the group (5.4 step 3). */
+static void
+queen_ack_resolve(QueenAckGroup *g)
+{
+	Oid			types[3] = {UUIDOID, INT8OID, INT8OID};
+	Datum		values[3];
+	int64		lo = Max(g->committed + 1, g->txns_start);
+	int64		hi = g->batch_end >= 0 ? g->batch_end : PG_INT64_MAX;
+	int			i;
+
+	g->hashes = palloc(QUEEN_HASH_LEN * (Size) g->n);
+	g->eff = palloc(sizeof(int64) * g->n);
+	g->below = palloc(sizeof(int64) * g->n);
+	for (i = 0; i < g->n; i++)
+	{
+		QueenAckItem *item = g->items[i];
+
+		queen_txn_hash(item->transaction_id ? item->transaction_id : "",
+					   item->transaction_id ? item->txn_len : 0,
+					   g->hashes + (Size) i * QUEEN_HASH_LEN);
+		g->eff[i] = -1;
+		g->below[i] = -1;
+	}
+
+	values[0] = UUIDPGetDatum(g->pid);
+	if (lo <= hi)
+	{
+		values[1] = Int64GetDatum(lo);
+		values[2] = Int64GetDatum(hi);
+		queen_ack_walk(g, queen_plan_once(&queen_ack_span_plan, sql_ack_span, 3, types, true),
+					   values, false, lo, hi, queen_ack_visit_span);
+	}
+	if (g->committed >= 0 && !queen_ack_all_found(g->eff, g->n))
+	{
+		values[1] = Int64GetDatum(g->committed);
+		queen_ack_walk(g, queen_plan_once(&queen_ack_below_plan, sql_ack_below, 2, types, true),
+					   values, true, 0, g->committed, queen_ack_visit_below);
+	}
+}
+
+/* ----------------------------------------------------------------
+ *		The decision (5.4 steps 4-6)
+ * ----------------------------------------------------------------
+ */
+
+/* At one offset a dlq outranks a failed, a failed a retry. */
+static int
+queen_signal_rank(QueenAckStatus s)
+{
+	return s == QUEEN_ACK_DLQ ? 0 : s == QUEEN_ACK_FAILED ? 1 : 2;
+}
+
+/*
+ * The head signal, the completed prefix below it, and the branch of 5.4's
+ * table.  A row without a lease takes the same branches, with nothing to
+ * release: a nack always means "this failed", whoever held the batch.
+ */
+static void
+queen_ack_decide(QueenAckGroup *g)
+{
+	bool		leased = g->batch_end >= 0;
+	int			i;
+
+	g->sig_off = -1;
+	for (i = 0; i < g->n; i++)
+	{
+		QueenAckStatus s = g->items[i]->status;
+
+		if (g->eff[i] < 0 || s == QUEEN_ACK_COMPLETED)
+			continue;
+		if (g->sig_off < 0 || g->eff[i] < g->sig_off ||
+			(g->eff[i] == g->sig_off && queen_signal_rank(s) < queen_signal_rank(g->sig_kind)))
+		{
+			g->sig_off = g->eff[i];
+			g->sig_kind = s;
+		}
+	}
+
+	/* implicit ack: the highest completed offset below the signal */
+	g->new_committed = g->committed;
+	for (i = 0; i < g->n; i++)
+		if (g->eff[i] >= 0 && g->items[i]->status == QUEEN_ACK_COMPLETED &&
+			(g->sig_off < 0 || g->eff[i] < g->sig_off))
+			g->new_committed = Max(g->new_committed, g->eff[i]);
+
+	g->final = g->new_committed;
+	g->release = false;
+	g->reset_attempts = false;
+	g->new_retry_count = g->retry_count;
+	g->filed = -1;
+	g->dropped = -1;
+	g->filing_note = NULL;
+
+	if (g->sig_off >= 0 &&
+		(g->sig_kind == QUEEN_ACK_DLQ ||
+		 (g->sig_kind == QUEEN_ACK_FAILED && g->retry_count >= g->retry_limit &&
+		  g->dlq_enabled)))
+	{
+		/* forced, or out of retries with a DLQ: file the head, move past it */
+		g->filed = g->sig_off;
+		g->final = g->sig_off;
+		g->release = true;
+		g->reset_attempts = true;
+		g->new_retry_count = 0;
+	}
+	else if (g->sig_off >= 0 && g->sig_kind == QUEEN_ACK_FAILED &&
+			 g->retry_count < g->retry_limit)
+	{
+		/* redeliver from the head at once, one retry spent */
+		g->release = true;
+		g->new_retry_count = g->retry_count + 1;
+	}
+	else if (g->sig_off >= 0 && g->sig_kind == QUEEN_ACK_FAILED)
+	{
+		/* out of retries and no DLQ: drop the head */
+		g->dropped = g->sig_off;
+		g->final = g->sig_off;
+		g->release = true;
+		g->new_retry_count = 0;
+	}
+	else if (g->sig_off >= 0)
+		g->release = true;		/* retry: redeliver, no budget spent */
+	else if (leased && g->new_committed >= g->batch_end)
+	{
+		/* the whole batch is done: the next one starts afresh */
+		g->release = true;
+		g->reset_attempts = true;
+		g->new_retry_count = 0;
+	}
+	g->release = g->release && leased;
+}
+
+/* ----------------------------------------------------------------
+ *		Dead-letter filing
+ * ----------------------------------------------------------------
+ */
+
+/* A stored payload as the snapshot's jsonb; an empty payload has none. */
+static Datum
+queen_dlq_payload(const QueenFrame *frame, int64 off, bool *isnull)
+{
+	char	   *problem;
+
+	*isnull = frame->payload_len == 0;
+	if (*isnull)
+		return (Datum) 0;
+	problem = queen_json_syntax_problem(frame->payload, frame->payload_len);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("queen: the message at offset " INT64_FORMAT " cannot be dead-lettered: its payload is not JSON: %s",
+						off, problem)));
+	return DirectFunctionCall1(jsonb_in,
+							   CStringGetDatum(pnstrdup(frame->payload, frame->payload_len)));
+}
+
+/*
+ * The item whose message is the head signal's, for its transactionId and,
+ * when it says one, the error text.
+ */
+static const QueenAckItem *
+queen_ack_head_item(const QueenAckGroup *g)
+{
+	const QueenAckItem *head = NULL;
+	int			i;
+
+	for (i = 0; i < g->n; i++)
+		if (g->eff[i] == g->sig_off &&
+			(head == NULL || (head->error == NULL && g->items[i]->error != NULL)))
+			head = g->items[i];
+	return head;
+}
+
+/*
+ * The error a dead letter records: the head's own, else the first nack's of
+ * the group, else Queen's default.
+ */
+static const char *
+queen_dlq_error(const QueenAckGroup *g, const QueenAckItem *head)
+{
+	int			i;
+
+	if (head->error != NULL)
+		return head->error;
+	for (i = 0; i < g->n; i++)
+		if (g->items[i]->status != QUEEN_ACK_COMPLETED && g->items[i]->error != NULL)
+			return g->items[i]->error;
+	return QUEEN_DLQ_DEFAULT_ERROR;
+}
+
+/*
+ * File the head signal's message in log_dlq with a snapshot read from its
+ * segment.  A segment retained away since the delivery leaves only what the
+ * ack knows (the transactionId), and the item is told so.  A damaged
+ * segment is an error: filing a message we cannot read would lose it.
+ */
+static void
+queen_dlq_file(QueenAckGroup *g)
+{
+	const QueenAckItem *head = queen_ack_head_item(g);
+	const char *error = queen_dlq_error(g, head);
+	QueenStoredSegment stored;
+	pg_uuid_t	message_id;
+	Datum		values[9];
+	bool		isnull;
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			types[9] = {UUIDOID, TEXTOID, INT8OID, UUIDOID, TEXTOID, JSONBOID,
+		TEXTOID, INT4OID, TIMESTAMPTZOID};
+
+	values[0] = UUIDPGetDatum(g->pid);
+	values[1] = CStringGetTextDatum(g->group);
+	values[2] = Int64GetDatum(g->filed);
+	if (queen_segment_at(g->pid, g->filed, &stored))
+	{
+		QueenSegmentFrames sf;
+		QueenFrame	frame;
+		const char *problem;
+
+		problem = queen_segment_frames_open(&sf, stored.base_offset, stored.end_offset,
+											stored.created_at, stored.blob);
+		while (problem == NULL && sf.next <= g->filed)
+			problem = queen_segment_frames_next(&sf, &frame);
+		if (problem != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("queen: the segment at offset " INT64_FORMAT " cannot be read to dead-letter offset " INT64_FORMAT ": %s",
+							stored.base_offset, g->filed, problem)));
+		message_id = frame.message_id;
+		values[4] = PointerGetDatum(cstring_to_text_with_len(frame.txn, frame.txn_len));
+		values[5] = queen_dlq_payload(&frame, g->filed, &isnull);
+		nulls[5] = isnull ? 'n' : ' ';
+		values[8] = TimestampTzGetDatum(stored.created_at);
+	}
+	else
+	{
+		memset(&message_id, 0, sizeof(message_id));
+		values[4] = PointerGetDatum(cstring_to_text_with_len(head->transaction_id,
+															 head->txn_len));
+		nulls[5] = 'n';
+		nulls[8] = 'n';
+		g->filing_note = "dead-lettered without a snapshot: the message's segment is no longer stored";
+	}
+	values[3] = UUIDPGetDatum(&message_id);
+	values[6] = CStringGetTextDatum(error);
+	values[7] = Int32GetDatum(g->retry_count);
+	if (SPI_execute_plan(queen_plan_once(&queen_dlq_insert_plan, sql_dlq_insert, 9, types, false),
+						 values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "queen: dead-letter insert failed");
+}
+
+/* ----------------------------------------------------------------
+ *		One group
+ * ----------------------------------------------------------------
+ */
+
+/* Tell every item of the group the same thing (a refusal). */
+static void
+queen_ack_refuse(QueenAckGroup *g, const char *problem, MemoryContext out_cxt)
+{
+	int			i;
+
+	for (i = 0; i < g->n; i++)
+		g->items[i]->problem = MemoryContextStrdup(out_cxt, problem);
+}
+
+/*
+ * Lock the consumer row and read it with its queue's settings; false (and
+ * every item told why) when there is no row or the lease is not this one.
+ */
+static bool
+queen_ack_lock(QueenAckGroup *g, MemoryContext out_cxt)
+{
+	Oid			types[2] = {UUIDOID, TEXTOID};
+	Datum		values[2];
+	HeapTuple	tuple;
+	TupleDesc	desc;
+	bool		isnull;
+	bool		live;
+	char	   *worker;
+
+	values[0] = UUIDPGetDatum(g->pid);
+	values[1] = CStringGetTextDatum(g->group);
+	if (SPI_execute_plan(queen_plan_once(&queen_ack_lock_plan, sql_ack_lock, 2, types, false),
+						 values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "queen: consumer row lock failed");
+	if (SPI_processed == 0)
+	{
+		if (SPI_execute_plan(queen_plan_once(&queen_ack_partition_plan, sql_ack_partition,
+											 1, types, false),
+							 values, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "queen: partition lookup failed");
+		queen_ack_refuse(g, SPI_processed == 0 ? QUEEN_ACK_NO_PARTITION_PROBLEM :
+						 QUEEN_ACK_NO_CONSUMER_PROBLEM, out_cxt);
+		return false;
+	}
+	tuple = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	g->committed = queen_get_int64(tuple, desc, 1);
+	g->batch_end = DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
+	if (isnull)
+		g->batch_end = -1;
+	worker = SPI_getvalue(tuple, desc, 3);
+	live = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull)) && !isnull;
+	g->retry_count = queen_get_int32(tuple, desc, 5);
+	g->txns_start = queen_get_int64(tuple, desc, 6);
+	g->retry_limit = queen_get_int32(tuple, desc, 7);
+	g->dlq_enabled = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull)) && !isnull;
+
+	if (g->lease != NULL &&
+		(worker == NULL || strcmp(worker, g->lease) != 0 || !live || g->batch_end < 0))
+	{
+		queen_ack_refuse(g, QUEEN_ACK_LEASE_PROBLEM, out_cxt);
+		return false;
+	}
+	return true;
+}
+
+/* Write the decision: the dead letter, then the cursor and the lease. */
+static void
+queen_ack_apply(QueenAckGroup *g)
+{
+	Oid			types[6] = {UUIDOID, TEXTOID, INT8OID, BOOLOID, INT4OID, BOOLOID};
+	Datum		values[6];
+
+	if (g->filed >= 0)
+		queen_dlq_file(g);
+	if (g->final == g->committed && !g->release && !g->reset_attempts &&
+		g->new_retry_count == g->retry_count)
+		return;					/* nothing moved: a noop ack writes nothing */
+	values[0] = UUIDPGetDatum(g->pid);
+	values[1] = CStringGetTextDatum(g->group);
+	values[2] = Int64GetDatum(g->final);
+	values[3] = BoolGetDatum(g->release);
+	values[4] = Int32GetDatum(g->new_retry_count);
+	values[5] = BoolGetDatum(g->reset_attempts);
+	queen_exec(queen_plan_once(&queen_ack_update_plan, sql_ack_update, 6, types, false),
+			   values, SPI_OK_UPDATE, "consumer row update");
+}
+
+/* What one resolved item is told (5.1, 5.2), its problem in out_cxt. */
+static void
+queen_ack_verdict(const QueenAckGroup *g, int i, MemoryContext out_cxt)
+{
+	QueenAckItem *item = g->items[i];
+	int64		eff = g->eff[i];
+	const char *problem = NULL;
+
+	item->lease_released = g->release;
+	item->offset = eff >= 0 ? eff : g->below[i];
+	if (eff < 0 && g->below[i] >= 0)
+	{
+		/* below the cursor: a duplicate ack is harmless, a late nack is not */
+		item->noop = item->status == QUEEN_ACK_COMPLETED;
+		item->success = item->noop;
+		if (!item->noop)
+			problem = QUEEN_ACK_STALE_PROBLEM;
+	}
+	else if (eff < 0)
+		problem = QUEEN_ACK_UNRESOLVED_PROBLEM;
+	else if (item->status == QUEEN_ACK_COMPLETED && eff > g->final)
+		problem = psprintf("not committed: the message at offset " INT64_FORMAT " before it was nacked, so this one is redelivered after it",
+						   g->sig_off);
+	else if (eff == g->filed && item->status != QUEEN_ACK_RETRY)
+	{
+		item->success = true;
+		item->dlq = true;
+		problem = g->filing_note;
+	}
+	else if (item->status == QUEEN_ACK_DLQ)
+		problem = psprintf("not dead-lettered: the message at offset " INT64_FORMAT " before it was acted on first, so this one is redelivered after it",
+						   g->sig_off);
+	else
+	{
+		item->success = true;
+		if (eff == g->dropped)
+			problem = "dropped: retries exhausted and the queue keeps no dead letters";
+	}
+	if (problem != NULL)
+		item->problem = MemoryContextStrdup(out_cxt, problem);
+}
+
+/* 5.4 for one group of items; true when it released the lease. */
+static bool
+queen_ack_group(QueenAckGroup *g, MemoryContext out_cxt)
+{
+	int			i;
+
+	if (!queen_ack_lock(g, out_cxt))
+		return false;
+	queen_ack_resolve(g);
+	queen_ack_decide(g);
+	queen_ack_apply(g);
+	for (i = 0; i < g->n; i++)
+		queen_ack_verdict(g, i, out_cxt);
+	return g->release;
+}
+
+/* ----------------------------------------------------------------
+ *		Entry points
+ * ----------------------------------------------------------------
+ */
+
+static inline const char *
+queen_lease_or_null(const char *lease)
+{
+	return lease != NULL && lease[0] != '\0' ? lease : NULL;
+}
+
+/* Items of one group share the partition and the lease id. */
+static int
+queen_ack_group_cmp(const QueenAckItem *x, const QueenAckItem *y)
+{
+	const char *lx = queen_lease_or_null(x->lease_id);
+	const char *ly = queen_lease_or_null(y->lease_id);
+	int			c = memcmp(&x->partition_id, &y->partition_id, sizeof(pg_uuid_t));
+
+	if (c != 0)
+		return c;
+	return strcmp(lx ? lx : "", ly ? ly : "");
+}
+
+/* Ascending (partition, lease id), input order within: the lock order. */
+static int
+queen_ack_item_cmp(const void *a, const void *b)
+{
+	const QueenAckItem *x = *(QueenAckItem *const *) a;
+	const QueenAckItem *y = *(QueenAckItem *const *) b;
+	int			c = queen_ack_group_cmp(x, y);
+
+	if (c != 0)
+		return c;
+	return (x > y) - (x < y);
+}
+
+int
+queen_ack(const char *group, QueenAckItem *items, int nitems)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	MemoryContext group_cxt;
+	QueenAckItem **order;
+	int			released = 0;
+	int			start,
+				i;
+
+	for (i = 0; i < nitems; i++)
+	{
+		items[i].success = false;
+		items[i].problem = NULL;
+		items[i].lease_released = false;
+		items[i].dlq = false;
+		items[i].noop = false;
+		items[i].offset = -1;
+	}
+	if (nitems <= 0)
+		return 0;
+	if (group == NULL)
+		group = QUEEN_QUEUE_MODE;
+
+	queen_spi_connect();
+	group_cxt = AllocSetContextCreate(CurrentMemoryContext, "queen ack group",
+									  ALLOCSET_DEFAULT_SIZES);
+	order = palloc(sizeof(QueenAckItem *) * nitems);
+	for (i = 0; i < nitems; i++)
+		order[i] = &items[i];
+	qsort(order, nitems, sizeof(QueenAckItem *), queen_ack_item_cmp);
+
+	for (start = 0; start < nitems;)
+	{
+		QueenAckGroup g;
+		MemoryContext old;
+		int			end = start + 1;
+
+		while (end < nitems && queen_ack_group_cmp(order[start], order[end]) == 0)
+			end++;
+
+		memset(&g, 0, sizeof(g));
+		g.pid = &order[start]->partition_id;
+		g.group = group;
+		g.lease = queen_lease_or_null(order[start]->lease_id);
+		/* input order within the group, for the error text's choice */
+		g.items = &order[start];
+		g.n = end - start;
+		old = MemoryContextSwitchTo(group_cxt);
+		if (queen_ack_group(&g, out_cxt))
+			released++;
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(group_cxt);
+		start = end;
+	}
+	SPI_finish();
+	return released;
+}
+
+int
+queen_renew_lease(const char *lease_id, int32 seconds, TimestampTz *earliest)
+{
+	Oid			types[2] = {TEXTOID, FLOAT8OID};
+	Datum		values[2];
+	int			renewed;
+	uint64		r;
+
+	*earliest = 0;
+	if (lease_id == NULL || lease_id[0] == '\0')
+		return 0;
+	queen_spi_connect();
+	values[0] = CStringGetTextDatum(lease_id);
+	values[1] = Float8GetDatum((double) Max(seconds, 1));
+	queen_exec(queen_plan_once(&queen_renew_plan, sql_renew, 2, types, false),
+			   values, SPI_OK_UPDATE_RETURNING, "lease renewal");
+	renewed = (int) SPI_processed;
+	for (r = 0; r < SPI_processed; r++)
+	{
+		TimestampTz t = queen_get_timestamptz(SPI_tuptable->vals[r],
+											  SPI_tuptable->tupdesc, 1);
+
+		if (r == 0 || t < *earliest)
+			*earliest = t;
+	}
+	SPI_finish();
+	return renewed;
+}

@@ -1,0 +1,187 @@
+/*-------------------------------------------------------------------------
+ *
+ * consumer_admin.c
+ *	  Consumer groups as an operator sees them: forgetting a group
+ *	  (DELETE /api/v1/consumer-groups/:group, queen.delete_consumer_group)
+ *	  and listing a queue's dead letters (GET /api/v1/dlq).
+ *
+ * A group's deletion removes its cursors and leases, so its next pop starts
+ * again as a first contact; the consumer rows are locked in the global
+ * order (ascending partition id) before they are removed, so a deletion
+ * waits for an ack in flight on the same rows instead of deadlocking with
+ * it.  Nothing here touches a partition or queue row.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queen.h"
+#include "consume.h"
+#include "spi.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+
+static const char *const sql_delete_cursors =
+"WITH v AS (SELECT c.partition_id, c.consumer_group FROM queen.log_consumers c"
+"             JOIN queen.log_partitions p ON p.id = c.partition_id"
+"             JOIN queen.queues q ON q.id = p.queue_id"
+"            WHERE q.tenant_id = $1 AND c.consumer_group = $2"
+"              AND ($3::text IS NULL OR q.name = $3)"
+"            ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c)"
+"DELETE FROM queen.log_consumers c USING v"
+" WHERE c.partition_id = v.partition_id AND c.consumer_group = v.consumer_group";
+
+/*
+ * A group's remembered subscriptions: on one queue, or (no queue named)
+ * every one of the tenant's, the namespace and task ones included.
+ */
+static const char *const sql_delete_metadata =
+"DELETE FROM queen.consumer_groups_metadata m"
+" WHERE m.tenant_id = $1 AND m.consumer_group = $2"
+"   AND ($3::text IS NULL OR m.queue_id IN"
+"         (SELECT q.id FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $3))";
+
+/*
+ * The filter of GET /api/v1/dlq.  Dead letters are found through their
+ * partition, which holds the queue: a partition is never removed while its
+ * queue lives, and a queue's deletion removes its dead letters.
+ */
+#define QUEEN_DLQ_FROM \
+"  FROM queen.log_dlq d" \
+"  JOIN queen.log_partitions p ON p.id = d.partition_id" \
+"  JOIN queen.queues q ON q.id = p.queue_id" \
+" WHERE q.tenant_id = $1 AND q.name = $2" \
+"   AND ($3::text IS NULL OR d.consumer_group = $3)" \
+"   AND ($4::text IS NULL OR p.name = $4)" \
+"   AND d.failed_at >= $5 AND d.failed_at <= $6"
+
+static const char *const sql_dlq_count =
+"SELECT count(*)" QUEEN_DLQ_FROM;
+
+static const char *const sql_dlq_page =
+"SELECT d.id, d.message_id, d.partition_id, p.name, q.name, q.namespace, q.task,"
+"       d.consumer_group, d.transaction_id, d.error, d.payload::text,"
+"       d.retry_count, d.\"offset\", d.created_at, d.failed_at"
+QUEEN_DLQ_FROM
+" ORDER BY d.failed_at DESC, d.id DESC"
+" LIMIT $7 OFFSET $8";
+
+static SPIPlanPtr queen_delete_cursors_plan = NULL;
+static SPIPlanPtr queen_delete_metadata_plan = NULL;
+static SPIPlanPtr queen_dlq_count_plan = NULL;
+static SPIPlanPtr queen_dlq_page_plan = NULL;
+
+int64
+queen_delete_consumer_group(const pg_uuid_t *tenant, const char *group,
+							const char *queue, bool delete_metadata)
+{
+	Oid			types[3] = {UUIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	int64		removed;
+
+	queen_check_name("consumer group", group, strlen(group), QUEEN_MAX_NAME_BYTES);
+	if (queue != NULL)
+		queen_check_queue_name(queue, strlen(queue));
+
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(tenant);
+	values[1] = CStringGetTextDatum(group);
+	values[2] = queue != NULL ? CStringGetTextDatum(queue) : (Datum) 0;
+	nulls[2] = queue != NULL ? ' ' : 'n';
+	if (SPI_execute_plan(queen_plan_once(&queen_delete_cursors_plan, sql_delete_cursors,
+										 3, types, false),
+						 values, nulls, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "queen: consumer group deletion failed");
+	removed = (int64) SPI_processed;
+	if (delete_metadata &&
+		SPI_execute_plan(queen_plan_once(&queen_delete_metadata_plan, sql_delete_metadata,
+										 3, types, false),
+						 values, nulls, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "queen: consumer group metadata deletion failed");
+	SPI_finish();
+	return removed;
+}
+
+/* A nullable text column, copied into the caller's context. */
+static char *
+queen_dlq_text(HeapTuple tuple, TupleDesc desc, int col, MemoryContext out_cxt)
+{
+	char	   *v = SPI_getvalue(tuple, desc, col);
+
+	return v == NULL ? NULL : MemoryContextStrdup(out_cxt, v);
+}
+
+static void
+queen_dlq_entry(QueenDlqEntry *e, HeapTuple tuple, TupleDesc desc, MemoryContext out_cxt)
+{
+	queen_get_uuid(tuple, desc, 1, &e->id);
+	queen_get_uuid(tuple, desc, 2, &e->message_id);
+	queen_get_uuid(tuple, desc, 3, &e->partition_id);
+	e->partition = queen_dlq_text(tuple, desc, 4, out_cxt);
+	e->queue = queen_dlq_text(tuple, desc, 5, out_cxt);
+	e->namespace_name = queen_dlq_text(tuple, desc, 6, out_cxt);
+	e->task = queen_dlq_text(tuple, desc, 7, out_cxt);
+	e->consumer_group = queen_dlq_text(tuple, desc, 8, out_cxt);
+	e->transaction_id = queen_dlq_text(tuple, desc, 9, out_cxt);
+	e->error = queen_dlq_text(tuple, desc, 10, out_cxt);
+	e->payload = queen_dlq_text(tuple, desc, 11, out_cxt);
+	e->retry_count = queen_get_int32(tuple, desc, 12);
+	e->offset = queen_get_int64(tuple, desc, 13);
+	e->created_at = queen_get_timestamptz(tuple, desc, 14);
+	e->failed_at = queen_get_timestamptz(tuple, desc, 15);
+}
+
+int64
+queen_dlq_list(const QueenDlqFilter *filter, QueenDlqEntry **entries, int *nentries)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Oid			types[8] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, INT8OID, INT8OID};
+	Datum		values[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	int64		total;
+	uint64		r;
+
+	if (filter->queue == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("queue is required to list dead letters")));
+	if (filter->limit < 0 || filter->offset < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("limit and offset must not be negative")));
+	*entries = NULL;
+	*nentries = 0;
+
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(&filter->tenant);
+	values[1] = CStringGetTextDatum(filter->queue);
+	values[2] = filter->group ? CStringGetTextDatum(filter->group) : (Datum) 0;
+	nulls[2] = filter->group ? ' ' : 'n';
+	values[3] = filter->partition ? CStringGetTextDatum(filter->partition) : (Datum) 0;
+	nulls[3] = filter->partition ? ' ' : 'n';
+	values[4] = TimestampTzGetDatum(filter->from);
+	values[5] = TimestampTzGetDatum(filter->to);
+	values[6] = Int64GetDatum((int64) filter->limit);
+	values[7] = Int64GetDatum(filter->offset);
+
+	if (SPI_execute_plan(queen_plan_once(&queen_dlq_count_plan, sql_dlq_count, 6, types, false),
+						 values, nulls, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "queen: dead-letter count failed");
+	total = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+	if (total > 0 && filter->limit > 0)
+	{
+		if (SPI_execute_plan(queen_plan_once(&queen_dlq_page_plan, sql_dlq_page, 8, types, false),
+							 values, nulls, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "queen: dead-letter listing failed");
+		*entries = MemoryContextAllocZero(out_cxt,
+										  sizeof(QueenDlqEntry) * Max(SPI_processed, 1));
+		for (r = 0; r < SPI_processed; r++)
+			queen_dlq_entry(&(*entries)[r], SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
+							out_cxt);
+		*nentries = (int) SPI_processed;
+	}
+	SPI_finish();
+	return total;
+}
