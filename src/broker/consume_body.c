@@ -363,7 +363,7 @@ queen_ack_field_start(void *state, char *fname, bool isnull)
 		if (st->batch && st->key == QUEEN_ACK_KEY_ACKS)
 			st->saw_acks = true;
 	}
-	pfree(fname);
+	/* fname is freed by queen_ack_field_end, which gets it too */
 }
 
 static void
