@@ -179,12 +179,14 @@ queen_pop_reply(QueenPending *p, int status, const char *body, Size len)
 /*
  * Look at the parked pops when a wake was published or one is due: answer
  * those past their deadline, send again those woken or due.  Returns how
- * long the loop may sleep before the next is due (-1: none parked).
+ * long the loop may sleep before the next is due (-1: none parked; 0 when
+ * a pop was sent again, so the loop moves it into its ring now).
  */
 long
 queen_longpoll_tick(TimestampTz now)
 {
 	uint64		total;
+	bool		sent = false;
 	dlist_mutable_iter it;
 
 	if (queen_nparked == 0)
@@ -208,11 +210,17 @@ queen_longpoll_tick(TimestampTz now)
 		if (woken)
 			w->waits = 0;
 		if ((woken || now >= w->due) && queen_pop_resend(w))
+		{
+			sent = true;
 			continue;
+		}
 		if (now >= w->due)
 			w->due = TimestampTzPlusMilliseconds(now, QUEEN_POP_BACKOFF_MAX_MS);
 		queen_parked_next = Min(queen_parked_next, Min(w->due, w->deadline));
 	}
+	/* what was sent again is queued for its ring: the loop must turn at once */
+	if (sent)
+		return 0;
 	if (queen_nparked == 0)
 		return -1;
 	return (long) Max((queen_parked_next - now + 999) / 1000, 0);
