@@ -527,13 +527,18 @@ queen_http_flush(QueenHttpConn *conn)
 }
 
 /*
- * Did the client leave while its request was with the handler?  It must
- * still be answered (that frees it), but nobody reads the answer.
+ * Has the client closed its side while its request was with the handler?
+ * Either the connection is gone (nobody reads the answer) or the client
+ * sent its FIN (a half-close, which HTTP allows, or a close we cannot tell
+ * from one until we write).  The request must still be answered: that
+ * frees it.  A long-poll asks, to stop waiting for a client that left.
  */
 bool
-queen_http_abandoned(QueenHttpRequest *pub)
+queen_http_client_closed(QueenHttpRequest *pub)
 {
-	return ((QueenHttpReq *) pub)->conn == NULL;
+	QueenHttpReq *req = (QueenHttpReq *) pub;
+
+	return req->conn == NULL || req->conn->read_eof;
 }
 
 void

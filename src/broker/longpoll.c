@@ -19,8 +19,8 @@
  *	   spooled push the drain commits).
  *
  * At its deadline it is answered 204; at shutdown every parked pop is
- * answered 204 at once, and a pop whose client went away is dropped at
- * the next look.  The generation is read before each send, so a commit
+ * answered 204 at once, and so is, at the next look, a pop whose client
+ * closed its side of the connection.  The generation is read before each send, so a commit
  * that lands while the pop is at its shard moves it and the pop is sent
  * again rather than parked on a stale view.
  *
@@ -167,7 +167,7 @@ queen_pop_reply(QueenPending *p, int status, const char *body, Size len)
 
 		(void) queen_wire_get_pop_hint(body, len, &retry_at);
 		if (w->wait && !queen_listener_closing && now < w->deadline &&
-			!queen_http_abandoned(w->http))
+			!queen_http_client_closed(w->http))
 			queen_pop_park(w, now, (TimestampTz) retry_at);
 		else
 			queen_pop_answer_empty(w);
@@ -201,7 +201,7 @@ queen_longpoll_tick(TimestampTz now)
 		QueenPopWait *w = dlist_container(QueenPopWait, node, it.cur);
 		bool		woken = queen_wake_generation(w->slot) != w->seen;
 
-		if (now >= w->deadline || queen_http_abandoned(w->http))
+		if (now >= w->deadline || queen_http_client_closed(w->http))
 		{
 			queen_pop_unpark(w);
 			queen_pop_answer_empty(w);
