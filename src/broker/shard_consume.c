@@ -23,6 +23,7 @@
 #include "shard.h"
 #include "render.h"
 #include "spi.h"
+#include "worker.h"
 
 #include "catalog/pg_type_d.h"
 #include "pgstat.h"
@@ -94,6 +95,8 @@ queen_consume_pop(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
 
 	pgstat_report_activity(STATE_RUNNING, "queen: pop");
 	queen_pop(&req, &res);
+	if (res.nmessages > 0 && queen_test_fault("pop_error_before_commit"))
+		elog(ERROR, "queen.test_fault: a pop fails after its claim, before its COMMIT");
 	queen_consume_counts.pop_messages += res.nmessages;
 	queen_consume_counts.leases_expired += res.leases_expired;
 	if (res.nmessages == 0)

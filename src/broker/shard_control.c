@@ -162,6 +162,9 @@ queen_shard_run_control(QueenControl *c)
 		}
 	}
 
+	if (ok && c->op == QUEEN_CONTROL_POP && tx.status == 200 &&
+		queen_test_fault("shard_error_after_pop_commit"))
+		elog(ERROR, "queen.test_fault: a shard fails between a pop's COMMIT and its answer");
 	/* counted and woken only once committed, before the client hears of it */
 	if (QUEEN_CONTROL_CONSUMES(c->op))
 		queen_shard_consume_done(ok);
