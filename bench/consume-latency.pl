@@ -1,3 +1,11 @@
+# Consumption over HTTP, measured (docs/ARCHITECTURE.md, "Consumption in the
+# broker"): the time from a push's answer to the answer of the long-poll it
+# woke (40 trials), and one sequential client popping batch=100 and acking
+# each batch.  It is a TAP file for PostgreSQL's test harness (it starts its
+# own cluster with t/QueenHTTP.pm), kept out of t/ so the suite does not run
+# it: copy it into t/ and run it as one of the TAP tests, e.g.
+#   cp bench/consume-latency.pl t/099_measure.pl && make installcheck PROVE_TESTS=t/099_measure.pl
+# The figures are printed as diagnostics.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
