@@ -14,19 +14,8 @@ use QueenHTTP;
 
 my ($node, $port) = start_broker(name => 'consumefault', shards => 2);
 
-sub set_fault
-{
-	my ($fault) = @_;
-	$node->safe_psql('postgres', "ALTER SYSTEM SET queen.test_fault = '$fault'");
-	$node->reload;
-}
-
-sub fired
-{
-	my ($fault) = @_;
-	my $n = () = slurp_file($node->logfile) =~ /queen\.test_fault "\Q$fault\E" fires/g;
-	return $n;
-}
+sub set_fault { set_test_fault($node, @_); }
+sub fired { return test_fault_fired($node, @_); }
 
 # Push one message to its own partition and pop it until the fault fires;
 # returns the firing pop's (status, body, partition).

@@ -23,7 +23,8 @@ our @EXPORT = qw(start_broker http_request http_json push_items wait_for
   run_load stored_frames stored_count buffer_status set_maintenance
   get_maintenance spool_files process_alive last_listener_pid
   verify_acknowledged send_request read_response shard_of
-  shards_waiting_on_lock segments_per_transaction pop ack_batch);
+  shards_waiting_on_lock segments_per_transaction pop ack_batch
+  set_test_fault test_fault_fired);
 
 my $json = JSON::PP->new->canonical;
 
@@ -487,6 +488,24 @@ sub ack_batch
 	$body{consumerGroup} = $group if defined $group;
 	my ($status, $decoded) = http_json($port, 'POST', '/api/v1/ack/batch', \%body);
 	return ($status, $decoded);
+}
+
+# ---- test faults (queen.test_fault, worker.c) ----------------------------------
+
+# Arm a test fault (or disarm with ''); the shards see it after the reload.
+sub set_test_fault
+{
+	my ($node, $fault) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET queen.test_fault = '$fault'");
+	$node->reload;
+}
+
+# How many times the server log says the fault fired.
+sub test_fault_fired
+{
+	my ($node, $fault) = @_;
+	my $n = () = slurp_file($node->logfile) =~ /queen\.test_fault "\Q$fault\E" fires/g;
+	return $n;
 }
 
 1;
