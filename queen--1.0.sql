@@ -566,6 +566,6 @@ CREATE FUNCTION queen._dlq_list(
 RETURNS TABLE (total bigint, partition_name text, group_name text, log_offset bigint,
 			   txn text, error_text text, payload_text text, retries integer)
 AS 'MODULE_PATHNAME', 'queen_dlq_list_sql'
-LANGUAGE C VOLATILE;
+LANGUAGE C STABLE;
 COMMENT ON FUNCTION queen._dlq_list(text, text, text, timestamptz, timestamptz, integer, bigint) IS
 'Internal, for tests: the dead-letter listing of GET /api/v1/dlq.';

@@ -116,7 +116,7 @@ SELECT * FROM pg_temp.row('ack.a', 'p1');
 SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 15, 19, 'L7');
 SELECT * FROM queen.nack('t16', :p1, 'L7', 'poison!');
 SELECT * FROM pg_temp.row('ack.a', 'p1');
-SELECT count(*) AS dead_letters FROM queen.log_dlq;
+SELECT count(*) AS dead_letters FROM queen.log_dlq WHERE partition_id = :p1;
 -- every status but completed/success/acked/ok/retry/dlq is a failure (a
 -- fresh budget after the filing: this one spends one retry)
 SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 16, 19, 'L8');
@@ -124,7 +124,8 @@ SELECT * FROM queen.ack('t17', :p1, 'L8', 'FAILED');
 SELECT * FROM pg_temp.row('ack.a', 'p1');
 SELECT d."offset", d.transaction_id, d.error, d.payload, d.retry_count, d.consumer_group,
        d.message_id = r.message_id AS same_message, d.created_at = r.created_at AS same_created
-  FROM queen.log_dlq d JOIN queen.read('ack.a', 'p1', 16, 1) r ON r.log_offset = d."offset";
+  FROM queen.log_dlq d JOIN queen.read('ack.a', 'p1', 16, 1) r ON r.log_offset = d."offset"
+ WHERE d.partition_id = :p1;
 
 -- ---------------------------------------------------------------- explicit dlq
 -- reject: to the DLQ at once whatever the budget, the completed prefix
@@ -135,7 +136,8 @@ SELECT index, success, error, lease_released, dlq, noop
   FROM queen.ack(ARRAY['t17', 't19', 't18'], array_fill(:p1, ARRAY[3]),
                  array_fill('L9'::text, ARRAY[3]), ARRAY['completed', 'dlq', 'completed']);
 SELECT * FROM pg_temp.row('ack.a', 'p1');
-SELECT "offset", transaction_id, error, payload, retry_count FROM queen.log_dlq ORDER BY "offset";
+SELECT "offset", transaction_id, error, payload, retry_count FROM queen.log_dlq
+ WHERE partition_id = :p1 ORDER BY "offset";
 -- two rejects: the lower is filed, the higher is told it was not
 SELECT pg_temp.fill('ack.a', 'p1', 20, 3);
 SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 19, 22, 'L10');
@@ -144,7 +146,7 @@ SELECT index, success, error, dlq
                  array_fill('L10'::text, ARRAY[2]), ARRAY['dlq', 'dlq'],
                  errors => ARRAY['second', 'first']);
 SELECT * FROM pg_temp.row('ack.a', 'p1');
-SELECT "offset", error FROM queen.log_dlq WHERE "offset" >= 20;
+SELECT "offset", error FROM queen.log_dlq WHERE partition_id = :p1 AND "offset" >= 20;
 
 -- ---------------------------------------------------------------- DLQ off: dropped
 -- retry_limit 0: the first failure exhausts the budget.  With
@@ -157,11 +159,13 @@ SELECT pg_temp.lease('ack.nodlq', 'Default', 'g', -1, 3, 'D1');
 SELECT * FROM queen.ack(ARRAY['t0', 't1'], array_fill(qtest.pid('ack.nodlq', 'Default'), ARRAY[2]),
                         ARRAY['D1', 'D1'], ARRAY['ok', 'failed'], 'g');
 SELECT * FROM pg_temp.row('ack.nodlq', 'Default', 'g');
-SELECT count(*) AS nodlq_dead_letters FROM queen.log_dlq WHERE consumer_group = 'g';
+SELECT count(*) AS nodlq_dead_letters FROM queen.log_dlq
+ WHERE partition_id = qtest.pid('ack.nodlq', 'Default');
 UPDATE queen.queues SET dead_letter_queue = true WHERE name = 'ack.nodlq';
 SELECT pg_temp.lease('ack.nodlq', 'Default', 'g', 1, 3, 'D2');
 SELECT * FROM queen.nack('t2', qtest.pid('ack.nodlq', 'Default'), 'D2', NULL, 'g');
-SELECT "offset", error, retry_count FROM queen.log_dlq WHERE consumer_group = 'g';
+SELECT "offset", error, retry_count, consumer_group FROM queen.log_dlq
+ WHERE partition_id = qtest.pid('ack.nodlq', 'Default');
 UPDATE queen.queues SET dead_letter_queue = false, dlq_after_max_retries = true WHERE name = 'ack.nodlq';
 SELECT pg_temp.lease('ack.nodlq', 'Default', 'g', 2, 3, 'D3');
 SELECT dlq FROM queen.nack('t3', qtest.pid('ack.nodlq', 'Default'), 'D3', NULL, 'g');
@@ -230,20 +234,18 @@ SELECT pg_temp.lease('ack.r', 'b', '__QUEUE_MODE__', -1, 1, 'R1', 3600);
 SELECT pg_temp.lease('ack.r', 'c', '__QUEUE_MODE__', -1, 1, 'R1', -5);
 SELECT pg_temp.lease('ack.r', 'd', '__QUEUE_MODE__', -1, 1, 'R2', 10);
 CREATE TEMP TABLE before_renew AS
-SELECT p.name, c.lease_expires_at FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
- WHERE p.name IN ('a', 'b', 'c', 'd') AND c.worker_id IN ('R1', 'R2');
+SELECT n AS name, c.partition_id, c.lease_expires_at
+  FROM unnest(ARRAY['a', 'b', 'c', 'd']) n JOIN queen.log_consumers c ON c.partition_id = qtest.pid('ack.r', n);
 SELECT renewed, expires_at >= clock_timestamp() + interval '50 seconds' AS about_a_minute,
        expires_at < clock_timestamp() + interval '70 seconds' AS not_more
   FROM queen.renew('R1', 60);
 SELECT b.name, c.lease_expires_at > b.lease_expires_at AS extended,
        c.lease_expires_at = b.lease_expires_at AS unchanged
-  FROM before_renew b JOIN queen.log_partitions p ON p.name = b.name
-  JOIN queen.log_consumers c ON c.partition_id = p.id ORDER BY b.name;
+  FROM before_renew b JOIN queen.log_consumers c ON c.partition_id = b.partition_id ORDER BY b.name;
 -- a shorter renewal shortens nothing; 0 seconds counts as 1
 SELECT renewed FROM queen.renew('R1', 0);
 SELECT b.name, c.lease_expires_at > b.lease_expires_at AS extended
-  FROM before_renew b JOIN queen.log_partitions p ON p.name = b.name
-  JOIN queen.log_consumers c ON c.partition_id = p.id WHERE b.name = 'b';
+  FROM before_renew b JOIN queen.log_consumers c ON c.partition_id = b.partition_id WHERE b.name = 'b';
 SELECT * FROM queen.renew('no-such-lease');
 SELECT * FROM queen.renew('');
 
@@ -258,8 +260,8 @@ INSERT INTO queen.consumer_groups_metadata (tenant_id, consumer_group, namespace
 VALUES ('00000000-0000-0000-0000-000000000001', 'gone', 'ns', 'new', now());
 -- one queue, keeping its subscription
 SELECT queen.delete_consumer_group('gone', 'ack.r', false);
-SELECT p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
- WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2;
+SELECT q.name, p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2, 3;
 SELECT count(*) AS subscriptions FROM queen.consumer_groups_metadata WHERE consumer_group = 'gone';
 -- one queue with its subscription
 SELECT pg_temp.lease('ack.r', 'a', 'gone', -1, 1, 'G1');
@@ -268,8 +270,8 @@ SELECT q.name, m.namespace FROM queen.consumer_groups_metadata m LEFT JOIN queen
  WHERE m.consumer_group = 'gone' ORDER BY 1, 2;
 -- every queue of the tenant
 SELECT queen.delete_consumer_group('gone');
-SELECT p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
- WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2;
+SELECT q.name, p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2, 3;
 SELECT count(*) AS subscriptions FROM queen.consumer_groups_metadata WHERE consumer_group = 'gone';
 -- another tenant's group of the same name is not this one
 SELECT queen.delete_consumer_group('stays', 'no.such.queue');
@@ -313,3 +315,28 @@ REVOKE ALL ON queen.queues, queen.log_partitions, queen.log_txns, queen.log_segm
 	queen.log_consumers FROM regress_queen_acker;
 REVOKE USAGE ON SCHEMA queen, qtest FROM regress_queen_acker;
 DROP ROLE regress_queen_acker;
+
+-- ---------------------------------------------------------------- repeated transactionIds
+-- Without dedup a transactionId can be stored twice: an ack resolves to its
+-- lowest occurrence the ack can reach, and a copy below the cursor never
+-- shadows one above it.
+SELECT pg_temp.fill('ack.dup', 'Default', 0, 1);
+UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = 'ack.dup';
+SELECT log_offset FROM queen.push('ack.dup', '{"again": 1}', 'Default', 't1');
+SELECT log_offset FROM queen.push('ack.dup', '{"again": 2}', 'Default', 't0');
+SELECT pg_temp.lease('ack.dup', 'Default', '__QUEUE_MODE__', -1, 2, 'U1');
+SELECT success, lease_released FROM queen.ack('t0', qtest.pid('ack.dup', 'Default'), 'U1');
+SELECT committed, worker_id FROM pg_temp.row('ack.dup', 'Default');
+SELECT success, lease_released, noop FROM queen.ack('t0', qtest.pid('ack.dup', 'Default'), 'U1');
+SELECT committed, worker_id FROM pg_temp.row('ack.dup', 'Default');
+
+-- ---------------------------------------------------------------- purged hashes
+-- Offsets below the partition's txns_start have no hashes to trust (the
+-- purge's watermark): an ack cannot resolve to them, and says so.
+SELECT pg_temp.fill('ack.purged', 'Default', 0, 4);
+UPDATE queen.log_partitions SET txns_start = 2 WHERE id = qtest.pid('ack.purged', 'Default');
+SELECT pg_temp.lease('ack.purged', 'Default', '__QUEUE_MODE__', -1, 3, 'T1');
+SELECT index, transaction_id, success, error IS NOT NULL AS told, lease_released
+  FROM queen.ack(ARRAY['t1', 't2'], array_fill(qtest.pid('ack.purged', 'Default'), ARRAY[2]),
+                 ARRAY['T1', 'T1']);
+SELECT committed, batch_end FROM pg_temp.row('ack.purged', 'Default');

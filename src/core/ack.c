@@ -238,7 +238,8 @@ queen_ack_walk(QueenAckGroup *g, SPIPlanPtr plan, Datum *values, bool descending
 			TupleDesc	desc = SPI_tuptable->tupdesc;
 			int64		base = queen_get_int64(tuple, desc, 1);
 			bool		isnull;
-			bytea	   *blob = DatumGetByteaPP(SPI_getbinval(tuple, desc, 2, &isnull));
+			Datum		d = SPI_getbinval(tuple, desc, 2, &isnull);
+			bytea	   *blob = DatumGetByteaPP(d);
 			const uint8 *stored = (const uint8 *) VARDATA_ANY(blob);
 			int64		nstored = VARSIZE_ANY_EXHDR(blob) / QUEEN_HASH_LEN;
 			int64		first = Max(lo - base, 0);
@@ -251,6 +252,8 @@ queen_ack_walk(QueenAckGroup *g, SPIPlanPtr plan, Datum *values, bool descending
 				done = visit(g, sorted, base + j, stored + j * QUEEN_HASH_LEN);
 			if (descending ? base <= lo : base + nstored - 1 >= hi)
 				done = true;
+			if ((Pointer) blob != DatumGetPointer(d))
+				pfree(blob);	/* detoasted copy: a long walk must not pile them up */
 		}
 		SPI_freetuptable(SPI_tuptable);
 	}

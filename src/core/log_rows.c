@@ -11,8 +11,9 @@
  * Row triggers are not fired.  The only one these tables have is the
  * foreign key check of log_segments.partition_id, and it has nothing to
  * check: every row written here belongs to a partition row this
- * transaction holds FOR UPDATE (the pre-lock, or the allocator UPDATE just
- * before), so the partition exists and cannot be deleted before we commit.
+ * transaction holds locked for update (the pre-lock, or the allocator UPDATE
+ * just before), so the partition exists and cannot be deleted before we
+ * commit.
  * Its ON DELETE CASCADE is unaffected.
  *
  *-------------------------------------------------------------------------

@@ -91,7 +91,13 @@ static const char *const sql_provision_partitions =
 "  ORDER BY 1, 2"
 " ON CONFLICT (queue_id, name) DO NOTHING";
 
-/* LockRows sits above the Sort, so rows are locked in ORDER BY order. */
+/*
+ * LockRows sits above the Sort, so rows are locked in ORDER BY order.  The
+ * lock is NO KEY UPDATE, the one the allocator's UPDATE takes anyway: it
+ * serializes pushes and excludes a deletion, but leaves alone the KEY SHARE
+ * that inserting a consumer row takes on its partition (the foreign key),
+ * so a pop's first contact and a push never wait for each other.
+ */
 static const char *const sql_prelock =
 "SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at"
 "  FROM unnest($1::text[], $2::text[], $3::uuid[])"
@@ -99,7 +105,7 @@ static const char *const sql_prelock =
 "  JOIN queen.queues q ON q.tenant_id = u.tenant AND q.name = u.qname"
 "  JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = u.pname"
 " ORDER BY p.id"
-"   FOR UPDATE OF p";
+"   FOR NO KEY UPDATE OF p";
 
 /*
  * The pre-lock of a bundle whose partition ids are all known (pid_cache.c):
@@ -118,7 +124,7 @@ static const char *const sql_prelock_ids =
 " WHERE (SELECT count(*) FROM queen.log_partitions x WHERE x.id = ANY ($1))"
 "       = cardinality($1)"
 " ORDER BY p.id"
-"   FOR UPDATE OF p";
+"   FOR NO KEY UPDATE OF p";
 
 /*
  * One row by id, with the pre-lock's columns: log_push_one_v1's lock, and
@@ -130,7 +136,7 @@ static const char *const sql_lock_one =
 "SELECT 1::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at"
 "  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
 " WHERE p.id = $1"
-"   FOR UPDATE OF p";
+"   FOR NO KEY UPDATE OF p";
 
 /*
  * The allocator.  last_write_at is indexed, so it is rewritten at most once

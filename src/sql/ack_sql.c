@@ -149,8 +149,11 @@ queen_reject_sql(PG_FUNCTION_ARGS)
  * ----------------------------------------------------------------
  */
 
-/* The elements of a one-dimensional array argument; NULL when absent. */
-static void
+/*
+ * The elements of a one-dimensional array argument (NULL when absent), and
+ * how many; with expected >= 0 there must be that many.
+ */
+static int
 queen_array_arg(FunctionCallInfo fcinfo, int arg, const char *name, Oid elemtype,
 				int expected, Datum **elems, bool **nulls)
 {
@@ -160,7 +163,7 @@ queen_array_arg(FunctionCallInfo fcinfo, int arg, const char *name, Oid elemtype
 	*elems = NULL;
 	*nulls = NULL;
 	if (PG_ARGISNULL(arg))
-		return;
+		return 0;
 	a = PG_GETARG_ARRAYTYPE_P(arg);
 	if (ARR_NDIM(a) > 1)
 		ereport(ERROR,
@@ -170,11 +173,12 @@ queen_array_arg(FunctionCallInfo fcinfo, int arg, const char *name, Oid elemtype
 		deconstruct_array(a, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, elems, nulls, &n);
 	else
 		deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, elems, nulls, &n);
-	if (n != expected)
+	if (expected >= 0 && n != expected)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s has %d elements, transaction_ids has %d", name, n, expected),
 				 errdetail("Every array of a batch ack has one element per acknowledgement.")));
+	return n;
 }
 
 /* Element i of an optional text array as a C string; NULL when absent. */
@@ -206,8 +210,7 @@ queen_batch_items(FunctionCallInfo fcinfo, int *nitems)
 
 	queen_require(fcinfo, 0, "transaction_ids");
 	queen_require(fcinfo, 1, "partition_ids");
-	n = ArrayGetNItems(ARR_NDIM(PG_GETARG_ARRAYTYPE_P(0)), ARR_DIMS(PG_GETARG_ARRAYTYPE_P(0)));
-	queen_array_arg(fcinfo, 0, "transaction_ids", TEXTOID, n, &txns, &txn_nulls);
+	n = queen_array_arg(fcinfo, 0, "transaction_ids", TEXTOID, -1, &txns, &txn_nulls);
 	queen_array_arg(fcinfo, 1, "partition_ids", UUIDOID, n, &pids, &pid_nulls);
 	queen_array_arg(fcinfo, 2, "lease_ids", TEXTOID, n, &leases, &lease_nulls);
 	queen_array_arg(fcinfo, 3, "statuses", TEXTOID, n, &statuses, &status_nulls);
