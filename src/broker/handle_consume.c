@@ -16,6 +16,11 @@
  * partition id; the rest in turn.  A pop that delivers nothing may park
  * (longpoll.c).
  *
+ * What a handler builds lives in the listener's memory of the loop's turn,
+ * never in the request's context (answering frees that): a pop's argument
+ * is copied into its request's context to be sent again, any other
+ * request's into its ring message.
+ *
  *-------------------------------------------------------------------------
  */
 #include "listener.h"
@@ -124,12 +129,11 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 	int			shard;
 	int			slot;
 	StringInfoData arg;
-	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 
 	pg_atomic_fetch_add_u64(&queen_broker->metrics.pop_requests, 1);
 	memset(&m, 0, sizeof(m));
 	if (!queen_read_query(req, &q) || !queen_pop_numbers(req, &q, &m, &wait, &timeout_ms))
-		goto done;
+		return;
 	ns = queen_query_get(&q, "namespace", &nslen);
 	task = queen_query_get(&q, "task", &tasklen);
 	group = queen_query_get(&q, "consumerGroup", &glen);
@@ -141,7 +145,7 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 		{
 			queen_respond_json(req, 400,
 							   "{\"success\":false,\"error\":\"namespace or task is required\",\"messages\":[]}");
-			goto done;
+			return;
 		}
 		if (nslen == 0)
 			ns = NULL;
@@ -157,7 +161,7 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 		!queen_check_param(req, "namespace", ns, nslen) ||
 		!queen_check_param(req, "task", task, tasklen) ||
 		!queen_check_param(req, "consumerGroup", group, glen))
-		goto done;
+		return;
 
 	m.queue = queen_text(queue, qlen);
 	m.partition = queen_text(partition, plen);
@@ -183,11 +187,7 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 							   task ? task : "", tasklen, queen_broker->nshards);
 		slot = -1;
 	}
-	MemoryContextSwitchTo(old);
 	queen_pop_submit(queen_pop_wait_new(req, arg.data, arg.len, shard, slot, wait, timeout_ms));
-	return;
-done:
-	MemoryContextSwitchTo(old);
 }
 
 /* GET /api/v1/pop/queue/:queue */
@@ -233,20 +233,17 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 	QueenWireAck head;
 	int			shard = -1;
 	int			i;
-	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 
 	pg_atomic_fetch_add_u64(&queen_broker->metrics.ack_requests, 1);
 	problem = queen_parse_ack_body(req->body, req->body_len, batch, &group, &glen, &items, &nitems);
 	if (problem != NULL)
 	{
-		MemoryContextSwitchTo(old);
 		queen_respond_error(req, 400, problem);
 		return;
 	}
 	pg_atomic_fetch_add_u64(&queen_broker->metrics.ack_items, nitems);
 	if (nitems == 0)
 	{
-		MemoryContextSwitchTo(old);
 		queen_respond_json(req, 200, "[]");
 		return;
 	}
@@ -275,7 +272,6 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 			shard = (int) (hash_bytes(in->partition_id.data, UUID_LEN) %
 						   (uint32) queen_broker->nshards);
 	}
-	MemoryContextSwitchTo(old);
 	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_ACK, shard,
 								arg.data, arg.len);
 }
@@ -304,14 +300,12 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 	int32		seconds;
 	const char *problem;
 	StringInfoData arg;
-	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 
 	problem = queen_parse_seconds_body(req->body, req->body_len, &seconds);
 	if (problem == NULL)
 		problem = queen_name_problem(lease, len, QUEEN_LEASE_ID_LEN);
 	if (problem != NULL)
 	{
-		MemoryContextSwitchTo(old);
 		queen_respond_error(req, 400, problem);
 		return;
 	}
@@ -319,7 +313,6 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 	m.seconds = seconds;
 	initStringInfo(&arg);
 	queen_wire_put_renew(&arg, &m);
-	MemoryContextSwitchTo(old);
 	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_RENEW, -1,
 								arg.data, arg.len);
 }
@@ -344,11 +337,10 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 				offset;
 	const char *problem = NULL;
 	StringInfoData arg;
-	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 
 	(void) params;
 	if (!queen_read_query(req, &q))
-		goto done;
+		return;
 	queue = queen_query_get(&q, "queue", &qlen);
 	group = queen_query_get(&q, "consumerGroup", &glen);
 	partition = queen_query_get(&q, "partition", &plen);
@@ -362,12 +354,12 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 	if (problem != NULL)
 	{
 		queen_respond_error(req, 400, problem);
-		goto done;
+		return;
 	}
 	if (!queen_check_param(req, "queue name", queue, qlen) ||
 		!queen_check_param(req, "consumerGroup", glen ? group : NULL, glen) ||
 		!queen_check_param(req, "partition name", plen ? partition : NULL, plen))
-		goto done;
+		return;
 	m.queue = queen_text(queue, qlen);
 	m.group = queen_text(group, glen);
 	m.partition = queen_text(partition, plen);
@@ -377,12 +369,8 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 	m.offset = offset;
 	initStringInfo(&arg);
 	queen_wire_put_dlq(&arg, &m);
-	MemoryContextSwitchTo(old);
 	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_DLQ, -1,
 								arg.data, arg.len);
-	return;
-done:
-	MemoryContextSwitchTo(old);
 }
 
 /* DELETE /api/v1/consumer-groups/:group[/queues/:queue]?deleteMetadata= */
@@ -398,28 +386,23 @@ queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params)
 	bool		metadata;
 	const char *problem;
 	StringInfoData arg;
-	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 
 	if (!queen_read_query(req, &q))
-		goto done;
+		return;
 	problem = queen_query_bool(&q, "deleteMetadata", true, &metadata);
 	if (problem != NULL)
 	{
 		queen_respond_error(req, 400, problem);
-		goto done;
+		return;
 	}
 	if (!queen_check_param(req, "consumerGroup", group, glen) ||
 		!queen_check_param(req, "queue name", queue, qlen))
-		goto done;
+		return;
 	m.group = queen_text(group, glen);
 	m.queue = queen_text(queue, qlen);
 	m.delete_metadata = metadata ? 1 : 0;
 	initStringInfo(&arg);
 	queen_wire_put_group_delete(&arg, &m);
-	MemoryContextSwitchTo(old);
 	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_DELETE_GROUP, -1,
 								arg.data, arg.len);
-	return;
-done:
-	MemoryContextSwitchTo(old);
 }
