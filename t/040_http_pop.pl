@@ -102,6 +102,12 @@ my $answer = raw_exchange($port,
 	"GET /api/v1/pop/queue/caf\xc3\xa9?autoAck=true HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
 like($answer, qr{^HTTP/1\.1 200 .*"queue":"caf\x{c3}\x{a9}"}s, 'a raw UTF-8 queue name in the path pops too');
 
+push_items($port, { queue => '50%off', payload => 3 }, { queue => '50%off', payload => 4 });
+($s, $res) = pop($port, '/api/v1/pop/queue/50%off?autoAck=true&batch=1');
+is($res->{queue}, '50%off', 'a raw % that starts no escape is taken literally');
+($s, $res) = pop($port, '/api/v1/pop/queue/50%25off?autoAck=true&batch=1');
+is($res->{messages}[0]{data}, 4, 'and the same name percent-encoded names the same queue');
+
 # ---- a multi-megabyte payload ---------------------------------------------------
 my $big = '"' . ('x' x (3 * 1024 * 1024)) . 'end"';
 ($status) = http_request($port, 'POST', '/api/v1/push',

@@ -182,10 +182,12 @@ queen_percent_decode(const char *s, Size n, bool plus_space, Size *len)
 
 /*
  * Decode the :params of the chosen row into params, in the request's
- * context.  A segment that is not valid percent-encoding is the client's
- * mistake: 400, naming the param, and false.
+ * context.  Names arrive as clients write them: percent-encoded, or raw
+ * (Queen's clients do not encode them, and a URL parser leaves a '%' that
+ * starts no escape as it is), so a segment that is not valid
+ * percent-encoding is taken literally: "50%off" is the queue 50%off.
  */
-static bool
+static void
 queen_route_decode(QueenHttpRequest *req, const QueenRouteSpan *spans, int nspans,
 				   QueenRouteParams *params)
 {
@@ -195,24 +197,19 @@ queen_route_decode(QueenHttpRequest *req, const QueenRouteSpan *spans, int nspan
 	params->n = 0;
 	for (i = 0; i < nspans; i++)
 	{
-		char	   *name = pnstrdup(spans[i].name, spans[i].name_len);
 		char	   *value = queen_percent_decode(spans[i].start, spans[i].len, false,
 												 &params->len[i]);
 
 		if (value == NULL)
 		{
-			MemoryContextSwitchTo(old);
-			queen_respond_error(req, 400,
-								psprintf("%s name in the path is not valid percent-encoding",
-										 name));
-			return false;
+			value = pnstrdup(spans[i].start, spans[i].len);
+			params->len[i] = spans[i].len;
 		}
-		params->name[i] = name;
+		params->name[i] = pnstrdup(spans[i].name, spans[i].name_len);
 		params->value[i] = value;
 		params->n++;
 	}
 	MemoryContextSwitchTo(old);
-	return true;
 }
 
 /* 405, with the methods the path takes. */
@@ -293,7 +290,6 @@ queen_route_request(QueenHttpRequest *req, void *arg)
 			queen_respond_error(req, 404, "not found");
 		return;
 	}
-	if (!queen_route_decode(req, spans, nspans, &params))
-		return;
+	queen_route_decode(req, spans, nspans, &params);
 	chosen->handler(req, &params);
 }

@@ -27,7 +27,10 @@ typedef enum QueenRouteWorker
 	QUEEN_ROUTE_SHARD
 } QueenRouteWorker;
 
-/* The :params of the matched pattern, percent-decoded (NUL-terminated). */
+/*
+ * The :params of the matched pattern, percent-decoded, or as sent when not
+ * valid percent-encoding (NUL-terminated).
+ */
 typedef struct QueenRouteParams
 {
 	int			n;
