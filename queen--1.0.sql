@@ -344,17 +344,7 @@ LANGUAGE C STABLE PARALLEL SAFE;
 -- lease_expires_at.  Bad input raises 22023 (or a name check's code) and
 -- writes nothing; a queue that does not exist delivers nothing.
 ------------------------------------------------------------------------------
-CREATE FUNCTION queen.pop(
-	queue text,
-	partition text DEFAULT NULL,
-	consumer_group text DEFAULT '__QUEUE_MODE__',
-	batch integer DEFAULT 1,
-	lease_seconds integer DEFAULT NULL,
-	auto_ack boolean DEFAULT false,
-	max_partitions integer DEFAULT 1,
-	subscription_mode text DEFAULT NULL,
-	subscription_from text DEFAULT NULL)
-RETURNS TABLE (
+CREATE TYPE queen.pop_result AS (
 	queue				text,
 	partition			text,
 	partition_id		uuid,
@@ -366,7 +356,20 @@ RETURNS TABLE (
 	created_at			timestamptz,
 	lease_id			text,
 	delivery_attempt	integer,
-	lease_expires_at	timestamptz)
+	lease_expires_at	timestamptz
+);
+
+CREATE FUNCTION queen.pop(
+	queue text,
+	partition text DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	batch integer DEFAULT 1,
+	lease_seconds integer DEFAULT NULL,
+	auto_ack boolean DEFAULT false,
+	max_partitions integer DEFAULT 1,
+	subscription_mode text DEFAULT NULL,
+	subscription_from text DEFAULT NULL)
+RETURNS SETOF queen.pop_result
 AS 'MODULE_PATHNAME', 'queen_pop_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
@@ -380,19 +383,7 @@ CREATE FUNCTION queen.pop_discover(
 	max_partitions integer DEFAULT 1,
 	subscription_mode text DEFAULT NULL,
 	subscription_from text DEFAULT NULL)
-RETURNS TABLE (
-	queue				text,
-	partition			text,
-	partition_id		uuid,
-	"offset"			bigint,
-	message_id			uuid,
-	transaction_id		text,
-	trace_id			uuid,
-	payload				jsonb,
-	created_at			timestamptz,
-	lease_id			text,
-	delivery_attempt	integer,
-	lease_expires_at	timestamptz)
+RETURNS SETOF queen.pop_result
 AS 'MODULE_PATHNAME', 'queen_pop_discover_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 

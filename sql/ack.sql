@@ -258,11 +258,20 @@ INSERT INTO queen.consumer_groups_metadata (tenant_id, consumer_group, queue_id,
 SELECT q.tenant_id, 'gone', q.id, 'all', '-infinity' FROM queen.queues q WHERE q.name IN ('ack.r', 'ack.b');
 INSERT INTO queen.consumer_groups_metadata (tenant_id, consumer_group, namespace, subscription_mode, subscription_timestamp)
 VALUES ('00000000-0000-0000-0000-000000000001', 'gone', 'ns', 'new', now());
+-- the group's wildcard scan floors go with its cursors, whatever delete_metadata says
+INSERT INTO queen.consumer_watermarks (queue_id, consumer_group, last_empty_scan_at, updated_at)
+SELECT q.id, g, now(), now() FROM queen.queues q, unnest(ARRAY['gone', 'stays']) g
+ WHERE q.name IN ('ack.r', 'ack.b');
+CREATE FUNCTION pg_temp.floors() RETURNS TABLE (queue varchar, consumer_group text) LANGUAGE sql AS $$
+	SELECT q.name, w.consumer_group FROM queen.consumer_watermarks w JOIN queen.queues q ON q.id = w.queue_id
+	 WHERE q.name IN ('ack.r', 'ack.b') ORDER BY 1, 2
+$$;
 -- one queue, keeping its subscription
 SELECT queen.delete_consumer_group('gone', 'ack.r', false);
 SELECT q.name, p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
   JOIN queen.queues q ON q.id = p.queue_id WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2, 3;
 SELECT count(*) AS subscriptions FROM queen.consumer_groups_metadata WHERE consumer_group = 'gone';
+SELECT * FROM pg_temp.floors();
 -- one queue with its subscription
 SELECT pg_temp.lease('ack.r', 'a', 'gone', -1, 1, 'G1');
 SELECT queen.delete_consumer_group('gone', 'ack.r');
@@ -273,6 +282,7 @@ SELECT queen.delete_consumer_group('gone');
 SELECT q.name, p.name, c.consumer_group FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
   JOIN queen.queues q ON q.id = p.queue_id WHERE c.consumer_group IN ('gone', 'stays') ORDER BY 1, 2, 3;
 SELECT count(*) AS subscriptions FROM queen.consumer_groups_metadata WHERE consumer_group = 'gone';
+SELECT * FROM pg_temp.floors();
 -- another tenant's group of the same name is not this one
 SELECT queen.delete_consumer_group('stays', 'no.such.queue');
 SET queen.tenant = '00000000-0000-0000-0000-000000000002';

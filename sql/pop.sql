@@ -342,3 +342,30 @@ SELECT partition, "offset", payload FROM queen.pop('pop.floor', batch => 100, ma
 SELECT count(*) AS floors_before FROM queen.consumer_watermarks \gset
 SELECT queen.delete_queue_v1('pop.floor')->'existed' AS existed;
 SELECT :floors_before - count(*) AS floors_removed FROM queen.consumer_watermarks;
+
+------------------------------------------------------------------------------
+-- Privileges: pop runs with the caller's rights; a consuming role needs these
+-- (UPDATE on log_partitions because a first contact locks the partition row
+-- FOR KEY SHARE SKIP LOCKED rather than wait for a deletion)
+------------------------------------------------------------------------------
+SELECT count(*) FROM queen.push('[{"queue": "pop.priv", "partition": "a", "payload": 1},
+                                  {"queue": "pop.priv", "partition": "b", "payload": 2}]');
+CREATE ROLE regress_queen_consumer;
+GRANT USAGE ON SCHEMA queen, qtest TO regress_queen_consumer;
+GRANT SELECT ON queen.queues, queen.log_segments TO regress_queen_consumer;
+GRANT SELECT, UPDATE ON queen.log_partitions TO regress_queen_consumer;
+GRANT SELECT, INSERT, UPDATE ON queen.log_consumers, queen.consumer_watermarks TO regress_queen_consumer;
+GRANT SELECT, INSERT ON queen.consumer_groups_metadata TO regress_queen_consumer;
+SET ROLE regress_queen_consumer;
+SELECT partition, payload FROM queen.pop('pop.priv', 'a', 'g-priv');
+SELECT partition, payload FROM queen.pop('pop.priv', consumer_group => 'g-priv', batch => 10, max_partitions => 0);
+SELECT count(*) FROM queen.pop('pop.priv', batch => 10, max_partitions => 0, auto_ack => true);
+RESET ROLE;
+REVOKE UPDATE ON queen.log_partitions FROM regress_queen_consumer;
+SET ROLE regress_queen_consumer;
+SELECT qtest.expect_error($$SELECT * FROM queen.pop('pop.priv', 'b', 'g-other')$$);
+RESET ROLE;
+REVOKE ALL ON queen.queues, queen.log_segments, queen.log_partitions, queen.log_consumers,
+              queen.consumer_watermarks, queen.consumer_groups_metadata FROM regress_queen_consumer;
+REVOKE USAGE ON SCHEMA queen, qtest FROM regress_queen_consumer;
+DROP ROLE regress_queen_consumer;

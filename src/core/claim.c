@@ -49,13 +49,6 @@ typedef enum QueenClaimPlanId
 	CLAIM_NPLANS
 } QueenClaimPlanId;
 
-typedef struct QueenClaimStatement
-{
-	const char *sql;
-	int			nargs;
-	Oid			argtypes[7];
-} QueenClaimStatement;
-
 static const QueenClaimStatement queen_claim_statements[CLAIM_NPLANS] =
 {
 	/* 4.2 step 1: the partition and its queue's knobs in one join */
@@ -116,16 +109,29 @@ static const QueenClaimStatement queen_claim_statements[CLAIM_NPLANS] =
 
 static SPIPlanPtr queen_claim_plans[CLAIM_NPLANS];
 
-/* Run one of this file's statements (a fresh snapshot); rows in SPI_tuptable. */
+/*
+ * Run a statement of the claim, prepared on first use, with a fresh
+ * snapshot (so a pop sees its own transaction's earlier writes); the rows
+ * are in SPI_tuptable.
+ */
+uint64
+queen_claim_exec(SPIPlanPtr *plan, const QueenClaimStatement *st,
+				 Datum *values, const char *nulls, int expected)
+{
+	int			rc;
+
+	queen_plan_once(plan, st->sql, st->nargs, (Oid *) st->argtypes, false);
+	rc = SPI_execute_plan(*plan, values, nulls, false, 0);
+	if (rc != expected)
+		elog(ERROR, "queen: claim statement failed: %s", SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
 static uint64
 queen_claim_run(QueenClaimPlanId id, Datum *values, int expected)
 {
-	const QueenClaimStatement *st = &queen_claim_statements[id];
-	SPIPlanPtr	plan = queen_plan_once(&queen_claim_plans[id], st->sql, st->nargs,
-									   (Oid *) st->argtypes, false);
-
-	queen_exec(plan, values, expected, "claim statement");
-	return SPI_processed;
+	return queen_claim_exec(&queen_claim_plans[id], &queen_claim_statements[id],
+							values, NULL, expected);
 }
 
 /* ----------------------------------------------------------------

@@ -12,6 +12,8 @@
 
 #include "consume.h"
 
+#include "executor/spi.h"
+
 /* One partition the claim may take, with its queue's knobs. */
 typedef struct QueenClaimTarget
 {
@@ -44,7 +46,17 @@ typedef struct QueenClaim
 	int			allocated;		/* slots in res->partitions */
 } QueenClaim;
 
+/* A statement of the claim: its text and argument types, prepared once. */
+typedef struct QueenClaimStatement
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[7];
+} QueenClaimStatement;
+
 /* claim.c */
+extern uint64 queen_claim_exec(SPIPlanPtr *plan, const QueenClaimStatement *st,
+							   Datum *values, const char *nulls, int expected);
 extern int32 queen_claim_partition(QueenClaim *c, QueenClaimTarget *t);
 extern void queen_claim_retry_hint(QueenClaim *c, TimestampTz when);
 extern bool queen_claim_is_queue_mode(const QueenClaim *c);

@@ -78,14 +78,7 @@ typedef enum QueenScanPlanId
 	SCAN_NPLANS
 } QueenScanPlanId;
 
-typedef struct QueenScanStatement
-{
-	const char *sql;
-	int			nargs;
-	Oid			argtypes[5];
-} QueenScanStatement;
-
-static const QueenScanStatement queen_scan_statements[SCAN_NPLANS] =
+static const QueenClaimStatement queen_scan_statements[SCAN_NPLANS] =
 {
 	[SCAN_SUBSCRIPTION] = {
 		"SELECT subscription_timestamp FROM queen.consumer_groups_metadata"
@@ -179,14 +172,8 @@ static SPIPlanPtr queen_scan_plans[SCAN_NPLANS];
 static uint64
 queen_scan_run(QueenScanPlanId id, Datum *values, const char *nulls, int expected)
 {
-	const QueenScanStatement *st = &queen_scan_statements[id];
-	SPIPlanPtr	plan = queen_plan_once(&queen_scan_plans[id], st->sql, st->nargs,
-									   (Oid *) st->argtypes, false);
-	int			rc = SPI_execute_plan(plan, values, nulls, false, 0);
-
-	if (rc != expected)
-		elog(ERROR, "queen: claim scan statement failed: %s", SPI_result_code_string(rc));
-	return SPI_processed;
+	return queen_claim_exec(&queen_scan_plans[id], &queen_scan_statements[id],
+							values, nulls, expected);
 }
 
 /* ----------------------------------------------------------------

@@ -5,11 +5,14 @@
  *	  (DELETE /api/v1/consumer-groups/:group, queen.delete_consumer_group)
  *	  and listing a queue's dead letters (GET /api/v1/dlq).
  *
- * A group's deletion removes its cursors and leases, so its next pop starts
- * again as a first contact; the consumer rows are locked in the global
- * order (ascending partition id) before they are removed, so a deletion
- * waits for an ack in flight on the same rows instead of deadlocking with
- * it.  Nothing here touches a partition or queue row.
+ * A group's deletion removes its cursors, leases and wildcard scan floors,
+ * so its next pop starts again as a first contact.  The consumer rows are
+ * locked in the global order (ascending partition id) before they are
+ * removed, so a deletion waits for an ack in flight on the same rows
+ * instead of deadlocking with it; the floors and subscriptions go after
+ * them, and a pop never waits for a consumer row, so it cannot hold one of
+ * those while waiting for the deletion.  Nothing here locks a partition or
+ * queue row.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +32,16 @@ static const char *const sql_delete_cursors =
 "            ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c)"
 "DELETE FROM queen.log_consumers c USING v"
 " WHERE c.partition_id = v.partition_id AND c.consumer_group = v.consumer_group";
+
+/*
+ * The group's wildcard scan floor (claim_scan.c) goes with its cursors: a
+ * first contact may start behind the floor, which would hide the
+ * partitions written before it from the group's wildcard pops.
+ */
+static const char *const sql_delete_watermarks =
+"DELETE FROM queen.consumer_watermarks w USING queen.queues q"
+" WHERE w.queue_id = q.id AND q.tenant_id = $1 AND w.consumer_group = $2"
+"   AND ($3::text IS NULL OR q.name = $3)";
 
 /*
  * A group's remembered subscriptions: on one queue, or (no queue named)
@@ -66,6 +79,7 @@ QUEEN_DLQ_FROM
 " LIMIT $7 OFFSET $8";
 
 static SPIPlanPtr queen_delete_cursors_plan = NULL;
+static SPIPlanPtr queen_delete_watermarks_plan = NULL;
 static SPIPlanPtr queen_delete_metadata_plan = NULL;
 static SPIPlanPtr queen_dlq_count_plan = NULL;
 static SPIPlanPtr queen_dlq_page_plan = NULL;
@@ -93,6 +107,10 @@ queen_delete_consumer_group(const pg_uuid_t *tenant, const char *group,
 						 values, nulls, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "queen: consumer group deletion failed");
 	removed = (int64) SPI_processed;
+	if (SPI_execute_plan(queen_plan_once(&queen_delete_watermarks_plan, sql_delete_watermarks,
+										 3, types, false),
+						 values, nulls, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "queen: consumer group watermark deletion failed");
 	if (delete_metadata &&
 		SPI_execute_plan(queen_plan_once(&queen_delete_metadata_plan, sql_delete_metadata,
 										 3, types, false),
