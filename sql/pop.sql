@@ -293,22 +293,22 @@ SELECT "offset", delivery_attempt, lease_expires_at > now() AS leased
 -- pop_discover: every queue of the tenant matching namespace and/or task,
 -- each partition leased for its own queue's leaseTime
 ------------------------------------------------------------------------------
-SELECT count(*) FROM queen.push('[{"queue": "disc.a", "partition": "x", "payload": 1},
-                                  {"queue": "disc.a", "partition": "y", "payload": 2},
-                                  {"queue": "disc.b", "partition": "x", "payload": 3},
-                                  {"queue": "other.a", "partition": "x", "payload": 4}]');
-SELECT queen.configure_queue_v1('{"queue": "disc.b", "options": {"leaseTime": 120}}')->'configured' AS configured;
-SELECT name, namespace, task, lease_time FROM queen.queues WHERE name IN ('disc.a', 'disc.b', 'other.a') ORDER BY 1;
+SELECT count(*) FROM queen.push('[{"queue": "popdisc.alpha", "partition": "x", "payload": 1},
+                                  {"queue": "popdisc.alpha", "partition": "y", "payload": 2},
+                                  {"queue": "popdisc.beta", "partition": "x", "payload": 3},
+                                  {"queue": "popother.alpha", "partition": "x", "payload": 4}]');
+SELECT queen.configure_queue_v1('{"queue": "popdisc.beta", "options": {"leaseTime": 120}}')->'configured' AS configured;
+SELECT name, namespace, task, lease_time FROM queen.queues WHERE name IN ('popdisc.alpha', 'popdisc.beta', 'popother.alpha') ORDER BY 1;
 SELECT queue, partition, "offset", payload,
        CASE WHEN lease_expires_at BETWEEN now() + interval '50 s' AND now() + interval '70 s' THEN '60 s'
             WHEN lease_expires_at BETWEEN now() + interval '110 s' AND now() + interval '130 s' THEN '120 s' END AS lease
-  FROM queen.pop_discover('disc', batch => 10, max_partitions => 0) ORDER BY 1, 2, 3;
-SELECT queue, partition, payload FROM queen.pop_discover(task => 'a', consumer_group => 'g-task', batch => 10,
+  FROM queen.pop_discover('popdisc', batch => 10, max_partitions => 0) ORDER BY 1, 2, 3;
+SELECT queue, partition, payload FROM queen.pop_discover(task => 'alpha', consumer_group => 'g-task', batch => 10,
        max_partitions => 0, auto_ack => true) ORDER BY 1, 2;
-SELECT queue, partition, payload FROM queen.pop_discover('disc', 'b', 'g-both', batch => 10, max_partitions => 0) ORDER BY 1, 2;
-SELECT count(*) AS one_partition FROM queen.pop_discover('disc', consumer_group => 'g-one', batch => 10);
+SELECT queue, partition, payload FROM queen.pop_discover('popdisc', 'beta', 'g-both', batch => 10, max_partitions => 0) ORDER BY 1, 2;
+SELECT count(*) AS one_partition FROM queen.pop_discover('popdisc', consumer_group => 'g-one', batch => 10);
 SELECT bool_and(lease_expires_at < now() + interval '10 s') AS lease_seconds_override
-  FROM queen.pop_discover('disc', consumer_group => 'g-lease', batch => 10, max_partitions => 0, lease_seconds => 5);
+  FROM queen.pop_discover('popdisc', consumer_group => 'g-lease', batch => 10, max_partitions => 0, lease_seconds => 5);
 SELECT count(*) AS no_such_namespace FROM queen.pop_discover('nowhere');
 
 ------------------------------------------------------------------------------
