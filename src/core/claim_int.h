@@ -52,6 +52,7 @@ typedef struct QueenClaimStatement
 	const char *sql;
 	int			nargs;
 	Oid			argtypes[7];
+	bool		custom;			/* planned for each call's values */
 } QueenClaimStatement;
 
 /* claim.c */

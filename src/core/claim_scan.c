@@ -127,6 +127,8 @@ static const QueenClaimStatement queen_scan_statements[SCAN_NPLANS] =
 	/*
 	 * The floor: the oldest last write among partitions with something
 	 * pending or a lease (live or expired) for the group; now if none.
+	 * Planned for each call, so a small queue beside a big one is read
+	 * through its index rather than by a scan of every queue's partitions.
 	 */
 	[SCAN_FLOOR_RECOMPUTE] = {
 		"INSERT INTO queen.consumer_watermarks AS w"
@@ -138,12 +140,15 @@ static const QueenClaimStatement queen_scan_statements[SCAN_NPLANS] =
 		" ON CONFLICT (queue_id, consumer_group) DO UPDATE"
 		"   SET last_empty_scan_at = EXCLUDED.last_empty_scan_at, updated_at = EXCLUDED.updated_at"
 		" RETURNING w.last_empty_scan_at",
-	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}},
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}, true},
 
 	/*
-	 * Pending partitions written since their queue's floor, lease-free
-	 * first in random order; the earliest live lease among the pending
-	 * ones comes along, for when nothing can be claimed now.
+	 * Pending partitions written since the floor (the oldest of the
+	 * queues'), lease-free first in random order; the earliest live lease
+	 * among the pending ones comes along, for when nothing can be claimed
+	 * now.  Planned for each call: only with the floor's value can the
+	 * planner see that the index on (queue_id, last_write_at) leaves a few
+	 * rows of a big queue, or that it does not.
 	 */
 	[SCAN_CANDIDATES] = {
 		"SELECT * FROM ("
@@ -152,13 +157,12 @@ static const QueenClaimStatement queen_scan_statements[SCAN_NPLANS] =
 		"        COALESCE(c.worker_id IS NOT NULL AND c.lease_expires_at >= $3, false) AS leased,"
 		"        min(CASE WHEN c.worker_id IS NOT NULL AND c.lease_expires_at >= $3"
 		"                 THEN c.lease_expires_at END) OVER ()"
-		"   FROM unnest($1::uuid[], $4::timestamptz[]) AS u(qid, floor)"
-		"   JOIN queen.queues q ON q.id = u.qid"
-		"   JOIN queen.log_partitions p ON p.queue_id = u.qid AND p.last_write_at >= u.floor"
+		"   FROM queen.log_partitions p"
+		"   JOIN queen.queues q ON q.id = p.queue_id"
 		"   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2"
-		"  WHERE " QUEEN_PENDING_EXPR
+		"  WHERE p.queue_id = ANY ($1) AND p.last_write_at >= $4 AND " QUEEN_PENDING_EXPR
 		") x ORDER BY leased, random() LIMIT $5",
-	5, {UUIDARRAYOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZARRAYOID, INT4OID}},
+	5, {UUIDARRAYOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID}, true},
 	[SCAN_DISCOVER] = {
 		"SELECT id FROM queen.queues"
 		" WHERE tenant_id = $1 AND ($2::text IS NULL OR namespace = $2)"
@@ -331,12 +335,12 @@ queen_claim_cap(int32 max_partitions)
 }
 
 /*
- * Claim candidates of the given queues (their floors and first-contact
- * moments beside them) until the budget is spent or max_partitions
+ * Claim candidates of the given queues (their first-contact moments beside
+ * them) written since floor, until the budget is spent or max_partitions
  * partitions delivered.
  */
 static void
-queen_claim_candidates(QueenClaim *c, Datum *qids, Datum *floors,
+queen_claim_candidates(QueenClaim *c, Datum *qids, TimestampTz floor,
 					   TimestampTz *subs, int nqueues)
 {
 	SPITupleTable *cands;
@@ -349,7 +353,7 @@ queen_claim_candidates(QueenClaim *c, Datum *qids, Datum *floors,
 	values[0] = queen_array_datum(qids, nqueues, UUIDOID);
 	values[1] = CStringGetTextDatum(c->req->group);
 	values[2] = TimestampTzGetDatum(c->now);
-	values[3] = queen_array_datum(floors, nqueues, TIMESTAMPTZOID);
+	values[3] = TimestampTzGetDatum(floor);
 	values[4] = Int32GetDatum(queen_claim_cap(c->req->max_partitions));
 	ncands = queen_scan_run(SCAN_CANDIDATES, values, NULL, SPI_OK_SELECT);
 	cands = SPI_tuptable;		/* kept until SPI_finish: claims run statements */
@@ -397,14 +401,14 @@ queen_claim_candidates(QueenClaim *c, Datum *qids, Datum *floors,
 
 /*
  * The wildcard (4.3) over the given queues: a named group's first contact
- * with each, each queue's floor, then the candidates of all of them.
+ * with each, the oldest of their floors, then the candidates of all of them.
  */
 void
 queen_claim_wildcard(QueenClaim *c, const pg_uuid_t *queue_ids, int nqueues)
 {
 	Datum	   *qids = palloc(sizeof(Datum) * nqueues);
-	Datum	   *floors = palloc(sizeof(Datum) * nqueues);
 	TimestampTz *subs = palloc(sizeof(TimestampTz) * nqueues);
+	TimestampTz floor = DT_NOEND;
 	int			n = 0;
 	int			i;
 
@@ -414,11 +418,11 @@ queen_claim_wildcard(QueenClaim *c, const pg_uuid_t *queue_ids, int nqueues)
 		if (!queen_claim_subscription(c, &queue_ids[i], &subs[n]))
 			continue;
 		qids[n] = UUIDPGetDatum(&queue_ids[i]);
-		floors[n] = TimestampTzGetDatum(queen_claim_floor(c, &queue_ids[i]));
+		floor = Min(floor, queen_claim_floor(c, &queue_ids[i]));
 		n++;
 	}
 	if (n > 0)
-		queen_claim_candidates(c, qids, floors, subs, n);
+		queen_claim_candidates(c, qids, floor, subs, n);
 }
 
 /* The namespace/task route: the wildcard over every matching queue. */
