@@ -34,19 +34,8 @@ sub stored_ids
 	return map { $_->[2] } grep { $_->[1] eq $txn } stored_frames($node, $queue);
 }
 
-sub set_fault
-{
-	my ($fault) = @_;
-	$node->safe_psql('postgres', "ALTER SYSTEM SET queen.test_fault = '$fault'");
-	$node->reload;
-}
-
-sub fired
-{
-	my ($fault) = @_;
-	my $n = () = slurp_file($node->logfile) =~ /queen\.test_fault "\Q$fault\E" fires/g;
-	return $n;
-}
+sub set_fault { set_test_fault($node, @_); }
+sub fired { return test_fault_fired($node, @_); }
 
 # Push 3 items to one partition per request until the fault fires (the
 # reload reaches the shards asynchronously); returns the firing push's

@@ -23,7 +23,8 @@ our @EXPORT = qw(start_broker http_request http_json push_items wait_for
   run_load stored_frames stored_count buffer_status set_maintenance
   get_maintenance spool_files process_alive last_listener_pid
   verify_acknowledged send_request read_response shard_of
-  shards_waiting_on_lock segments_per_transaction);
+  shards_waiting_on_lock segments_per_transaction pop ack_batch
+  set_test_fault test_fault_fired);
 
 my $json = JSON::PP->new->canonical;
 
@@ -418,6 +419,8 @@ sub read_response
 	my ($head, $body) = split /\r\n\r\n/, $out, 2;
 	my ($status) = ($head // '') =~ m{^HTTP/1\.\d (\d{3}) };
 	my ($length) = ($head // '') =~ /^Content-Length: (\d+)\r?$/mi;
+	# a 204 has no body and no length for one (RFC 9110)
+	$length = 0 if defined $status && $status == 204 && !defined $length;
 	return (undef, undef, $out)
 	  unless defined $status && defined $length && length($body) == $length;
 	my $decoded = eval { $json->decode($body) };
@@ -464,6 +467,45 @@ sub segments_per_transaction
 		 WHERE q.name = '$queue' AND p.name LIKE '$partition_like'
 		 GROUP BY s.xmin::text ORDER BY 1 DESC});
 	return map { $_ + 0 } grep { length } split /\n/, $out;
+}
+
+# ---- consumption ----------------------------------------------------------------
+
+# GET a pop route: (status, decoded body or undef, raw body, headers).
+sub pop
+{
+	my ($port, $path) = @_;
+	my ($status, $content, $headers) = http_request($port, 'GET', $path);
+	my $decoded = eval { $json->decode($content) };
+	return ($status, $decoded, $content, $headers);
+}
+
+# POST /api/v1/ack/batch for these acknowledgments: (status, decoded answer).
+sub ack_batch
+{
+	my ($port, $group, @acks) = @_;
+	my %body = (acknowledgments => \@acks);
+	$body{consumerGroup} = $group if defined $group;
+	my ($status, $decoded) = http_json($port, 'POST', '/api/v1/ack/batch', \%body);
+	return ($status, $decoded);
+}
+
+# ---- test faults (queen.test_fault, worker.c) ----------------------------------
+
+# Arm a test fault (or disarm with ''); the shards see it after the reload.
+sub set_test_fault
+{
+	my ($node, $fault) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET queen.test_fault = '$fault'");
+	$node->reload;
+}
+
+# How many times the server log says the fault fired.
+sub test_fault_fired
+{
+	my ($node, $fault) = @_;
+	my $n = () = slurp_file($node->logfile) =~ /queen\.test_fault "\Q$fault\E" fires/g;
+	return $n;
 }
 
 1;

@@ -117,7 +117,37 @@ typedef struct QueenMetrics
 	pg_atomic_uint64 commit_us;	/* time in COMMIT (WAL flush wait included) */
 	pg_atomic_uint64 damaged_originals;	/* duplicates whose original could not be read */
 	pg_atomic_uint64 started_at;	/* TimestampTz of shared memory init */
+
+	/* consumption (zero at start, like the spool's) */
+	pg_atomic_uint64 pop_requests;	/* pop requests taken by the listeners */
+	pg_atomic_uint64 pop_messages;	/* messages delivered by committed pops */
+	pg_atomic_uint64 pop_empty;	/* pops answered 204 */
+	pg_atomic_uint64 leases_expired;	/* expired leases taken over by pops */
+	pg_atomic_uint64 ack_requests;
+	pg_atomic_uint64 ack_items;	/* items in ack requests */
+	pg_atomic_uint64 ack_acked;	/* items carried out (success) */
+	pg_atomic_uint64 ack_failed;	/* items not applied (success false) */
+	pg_atomic_uint64 dlq_filed;	/* messages filed as dead letters by acks */
+	pg_atomic_uint64 lease_extensions;	/* leases renewed (partitions) */
+	pg_atomic_uint32 parked[QUEEN_MAX_LISTENERS];	/* pops parked per listener */
 } QueenMetrics;
+
+/*
+ * Wake-ups for parked long-polls (wake.c).  A shard bumps the generation of
+ * a (tenant, queue)'s slot after a COMMIT that made that queue pending (a
+ * bundle that stored messages, an ack that released a lease), once per
+ * slot per transaction, then bumps total and sets the listeners' latches.
+ * A listener compares: a parked pop whose slot moved is sent again.
+ * Slots are shared by hash, so a collision costs a spurious retry, never a
+ * missed wake.  Discovery pops (no single queue) watch total.
+ */
+#define QUEEN_WAKE_SLOTS		4096
+
+typedef struct QueenWakeShared
+{
+	pg_atomic_uint64 total;
+	pg_atomic_uint32 gen[QUEEN_WAKE_SLOTS];
+} QueenWakeShared;
 
 /* The push permit pool and its adaptive limit (permits.c). */
 #define QUEEN_PERMIT_SLOTS		60
@@ -184,6 +214,7 @@ typedef struct QueenBrokerShared
 	QueenMetrics metrics;
 	QueenPermitPool permits;
 	QueenSpoolShared spool;
+	QueenWakeShared wake;
 	pg_atomic_uint32 test_fault_fired;	/* queen.test_fault: fired once per value */
 	/* ring offsets from the start of this struct */
 	Size		submit_off[QUEEN_MAX_LISTENERS][QUEEN_MAX_SHARDS];
@@ -211,6 +242,16 @@ extern void queen_worker_wake(QueenWorkerSlot *slot);
 extern void queen_metrics_render(StringInfo out);
 extern void queen_metric(StringInfo out, const char *name, const char *type, const char *help);
 extern void queen_metrics_bundle_summary(void);
+
+/* ----------------------------------------------------------------
+ *		Wake-ups for parked pops (wake.c)
+ * ----------------------------------------------------------------
+ */
+extern int	queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen);
+extern void queen_wake_mark(const pg_uuid_t *tenant, const char *queue, Size qlen);
+extern void queen_wake_forget(void);
+extern void queen_wake_publish(void);
+extern uint64 queen_wake_generation(int slot);
 extern void queen_health_json(StringInfo out, bool connected, const char *error);
 
 #endif							/* QUEEN_BROKER_H */

@@ -30,8 +30,9 @@ static int	queen_control_next_shard = 0;
  * ----------------------------------------------------------------
  */
 
-static int
-queen_pick_shard(void)
+/* The next ready shard in turn, or -1 when none serves. */
+int
+queen_listener_pick_shard(void)
 {
 	int			n = queen_broker->nshards;
 	int			i;
@@ -61,12 +62,28 @@ queen_unready_shard(void)
 	return -1;
 }
 
-static void
-queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, Size arglen)
+/* Send a registered control request (again, for a parked pop) to its shard. */
+void
+queen_control_send(QueenPending *p, const char *arg, Size arglen)
 {
-	int			shard = -1;
+	StringInfo	msg = queen_listener_message_new();
+	QueenWireControl m = {p->id, p->op, (const char *) queen_listener_tenant.data,
+	arg, (uint32) arglen};
+
+	queen_wire_put_control(msg, &m);
+	queen_listener_send(p->shard, msg);
+}
+
+/*
+ * Hand a request to a shard (shard < 0: the next ready one in turn) and
+ * register it until the answer comes.  NULL when it was answered 503 here
+ * instead: the broker is closing or the shard does not serve.
+ */
+QueenPending *
+queen_control_submit(QueenHttpRequest *req, QueenPendingKind kind, uint8 op, int shard,
+					 const char *arg, Size arglen)
+{
 	const char *why = NULL;
-	StringInfo	msg;
 	QueenPending *p;
 
 	if (queen_listener_closing)
@@ -75,7 +92,13 @@ queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, 
 	{
 		int			unready = queen_unready_shard();
 
-		shard = queen_pick_shard();
+		if (shard < 0)
+			shard = queen_listener_pick_shard();
+		else if (!queen_listener_shard_ready(shard))
+		{
+			unready = shard;
+			shard = -1;
+		}
 		/* healthy means every partition can be pushed to, so every shard serves */
 		if (shard < 0 || (op == QUEEN_CONTROL_HEALTH && unready >= 0))
 			why = queen_listener_unavailable(unready >= 0 ? unready : 0);
@@ -94,20 +117,20 @@ queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, 
 		}
 		else
 			queen_respond_error(req, 503, why);
-		return;
+		return NULL;
 	}
 
-	p = queen_listener_register(QUEEN_PENDING_CONTROL, req, NULL);
+	p = queen_listener_register(kind, req, NULL);
 	p->shard = shard;
+	p->op = op;
+	queen_control_send(p, arg, arglen);
+	return p;
+}
 
-	msg = queen_listener_message_new();
-	{
-		QueenWireControl m = {p->id, (uint8) op, (const char *) queen_listener_tenant.data,
-		arg, (uint32) arglen};
-
-		queen_wire_put_control(msg, &m);
-	}
-	queen_listener_send(shard, msg);
+static void
+queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, Size arglen)
+{
+	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, (uint8) op, -1, arg, arglen);
 }
 
 

@@ -90,6 +90,7 @@ extern void queen_http_respond(QueenHttpRequest *req, int status,
 							   const char *content_type,
 							   const char *body, size_t body_len,
 							   const char *extra_headers);
+extern bool queen_http_client_closed(QueenHttpRequest *req);
 extern const char *queen_http_header(QueenHttpRequest *req, const char *name);
 extern void queen_http_reconfigure(QueenHttpServer *srv,
 								   const QueenHttpConfig *cfg);

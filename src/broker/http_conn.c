@@ -526,6 +526,21 @@ queen_http_flush(QueenHttpConn *conn)
 	queen_http_update_events(conn);
 }
 
+/*
+ * Has the client closed its side while its request was with the handler?
+ * Either the connection is gone (nobody reads the answer) or the client
+ * sent its FIN (a half-close, which HTTP allows, or a close we cannot tell
+ * from one until we write).  The request must still be answered: that
+ * frees it.  A long-poll asks, to stop waiting for a client that left.
+ */
+bool
+queen_http_client_closed(QueenHttpRequest *pub)
+{
+	QueenHttpReq *req = (QueenHttpReq *) pub;
+
+	return req->conn == NULL || req->conn->read_eof;
+}
+
 void
 queen_http_respond(QueenHttpRequest *pub, int status, const char *content_type,
 				   const char *body, size_t body_len, const char *extra_headers)

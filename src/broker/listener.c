@@ -116,6 +116,8 @@ queen_listener_register(QueenPendingKind kind, QueenHttpRequest *http, QueenPush
 	p->http = http;
 	p->push = push;
 	p->shard = -1;
+	p->op = 0;
+	p->wait = NULL;
 	return p;
 }
 
@@ -334,10 +336,26 @@ queen_answer_abandoned(List *entries, const char *why)
 
 		if (d.kind == QUEEN_PENDING_PUSH)
 			queen_push_render(&d);
+		else if (QUEEN_CONTROL_CONSUMES(d.op))
+			queen_answer_unknown(&d, why);
 		else
 			queen_respond_error(d.http, 503, why);
 	}
 	list_free(entries);
+}
+
+/*
+ * A consumption request whose shard will not answer: its outcome is
+ * unknown (the shard may have committed it), and the answer says so, 500.
+ * A pop that committed holds a lease that expires and redelivers its
+ * messages; an ack sent again is answered noop where it was applied.
+ */
+void
+queen_answer_unknown(QueenPending *p, const char *why)
+{
+	queen_respond_error(p->http, 500,
+						psprintf("%s; the request's outcome is unknown: a pop's lease, if taken, expires and redelivers, and an ack may be sent again",
+								 why));
 }
 
 /*
@@ -356,7 +374,7 @@ queen_fail_shard(int shard)
 	hash_seq_init(&seq, queen_pending);
 	while ((p = (QueenPending *) hash_seq_search(&seq)) != NULL)
 	{
-		if (p->kind == QUEEN_PENDING_CONTROL)
+		if (p->kind != QUEEN_PENDING_PUSH)
 		{
 			if (p->shard == shard)
 				done = lappend(done, p);
@@ -410,6 +428,11 @@ queen_take_reply(QueenPending *p, QueenMsgReader *m)
 		queen_respond_error(p->http, 500, "malformed reply from the broker's shard");
 		return;
 	}
+	if (p->kind == QUEEN_PENDING_POP)
+	{
+		queen_pop_reply(p, reply.status, reply.body, reply.len);
+		return;
+	}
 	queen_http_respond(p->http, reply.status, "application/json", reply.body, reply.len, NULL);
 }
 
@@ -459,7 +482,7 @@ queen_drain_verdicts(void)
 					queen_push_render(&done);
 				}
 			}
-			else if (type == QUEEN_MSG_REPLY && p->kind == QUEEN_PENDING_CONTROL)
+			else if (type == QUEEN_MSG_REPLY && p->kind != QUEEN_PENDING_PUSH)
 			{
 				QueenPending done = queen_listener_take(p);
 
@@ -640,6 +663,8 @@ queen_listener_signals(TimestampTz *closing_since)
 		*closing_since = GetCurrentTimestamp();
 		queen_worker_set_state(queen_listener_slot, QUEEN_WORKER_CLOSING);
 		queen_http_stop_accepting(queen_listener_http);
+		/* nothing will be delivered to a parked pop now */
+		queen_longpoll_close();
 		ereport(LOG,
 				(errmsg("queen listener %d: stopping; answering %ld outstanding requests",
 						queen_listener_index, hash_get_num_entries(queen_pending))));
@@ -703,6 +728,8 @@ queen_listener_main(Datum arg)
 	SetDatabaseEncoding(PG_UTF8);
 	(void) queen_uuid_parse(QUEEN_DEFAULT_TENANT, &queen_listener_tenant);
 	queen_listener_setup();
+	/* a predecessor's parked pops died with its connections */
+	pg_atomic_write_u32(&queen_broker->metrics.parked[queen_listener_index], 0);
 
 	if (queen_listener_index == 0)
 		queen_broker_log_config("listener");
@@ -758,6 +785,12 @@ queen_listener_main(Datum arg)
 			timeout = Min(timeout, http_timeout);
 		if (backlog || queen_listener_closing)
 			timeout = Min(timeout, 10);
+		{
+			long		pop_due = queen_longpoll_tick(GetCurrentTimestamp());
+
+			if (pop_due >= 0)
+				timeout = Min(timeout, pop_due);
+		}
 
 		MemoryContextReset(scratch);
 		(void) WaitEventSetWait(set, timeout, events, lengthof(events), PG_WAIT_EXTENSION);

@@ -16,11 +16,16 @@
 #include "http.h"
 #include "push_body.h"
 
+#include "datatype/timestamp.h"
+
 typedef enum QueenPendingKind
 {
 	QUEEN_PENDING_PUSH,
-	QUEEN_PENDING_CONTROL
+	QUEEN_PENDING_CONTROL,
+	QUEEN_PENDING_POP			/* a control request whose 204 may park */
 } QueenPendingKind;
+
+typedef struct QueenPopWait QueenPopWait;	/* longpoll.c */
 
 /* One group of a push request. */
 typedef struct QueenReqGroup
@@ -53,7 +58,9 @@ typedef struct QueenPending
 	QueenPendingKind kind;
 	QueenHttpRequest *http;
 	QueenPushRequest *push;		/* kind PUSH */
-	int			shard;			/* kind CONTROL */
+	int			shard;			/* kinds CONTROL and POP */
+	uint8		op;				/* QueenControlOp, kinds CONTROL and POP */
+	QueenPopWait *wait;			/* kind POP */
 } QueenPending;
 
 /* listener.c: the listener's state */
@@ -71,6 +78,19 @@ extern QueenPending *queen_listener_register(QueenPendingKind kind, QueenHttpReq
 											 QueenPushRequest *push);
 extern QueenPending queen_listener_take(QueenPending *p);
 extern long queen_listener_waiting(void);
+extern int	queen_listener_pick_shard(void);
+extern QueenPending *queen_control_submit(QueenHttpRequest *req, QueenPendingKind kind,
+										  uint8 op, int shard, const char *arg, Size arglen);
+extern void queen_control_send(QueenPending *p, const char *arg, Size arglen);
+extern void queen_answer_unknown(QueenPending *p, const char *why);
+
+/* longpoll.c: pops, parked while nothing can be delivered */
+extern QueenPopWait *queen_pop_wait_new(QueenHttpRequest *req, const char *arg, Size arglen,
+										int shard, int slot, bool wait, int timeout_ms);
+extern void queen_pop_submit(QueenPopWait *w);
+extern void queen_pop_reply(QueenPending *p, int status, const char *body, Size len);
+extern long queen_longpoll_tick(TimestampTz now);
+extern void queen_longpoll_close(void);
 
 /* handle_push.c: what the verdicts and the spooling of unknown fates need */
 extern void queen_push_group_answered(QueenPushRequest *r, QueenReqGroup *g);

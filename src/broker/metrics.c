@@ -107,6 +107,49 @@ queen_metrics_render_requests(StringInfo out, QueenMetrics *m)
 					 pg_atomic_read_u64(&m->damaged_originals));
 }
 
+/* Consumption: pops, parked long-polls, acks, dead letters and leases. */
+static void
+queen_metrics_render_consume(StringInfo out, QueenMetrics *m)
+{
+	uint64		parked = 0;
+	int			l;
+
+	for (l = 0; l < queen_broker->nlisteners; l++)
+		parked += pg_atomic_read_u32(&m->parked[l]);
+	queen_metric_u64(out, "queen_process_pop_requests_total", "counter",
+					 "Pop requests taken by the listeners (a parked pop's retries are not counted again).",
+					 pg_atomic_read_u64(&m->pop_requests));
+	queen_metric_u64(out, "queen_process_pop_messages_total", "counter",
+					 "Messages delivered by committed pops.",
+					 pg_atomic_read_u64(&m->pop_messages));
+	queen_metric_u64(out, "queen_pop_empty_total", "counter",
+					 "Pops answered 204: nothing delivered (after the wait, for a long-poll).",
+					 pg_atomic_read_u64(&m->pop_empty));
+	queen_metric_u64(out, "queen_parked_long_polls", "gauge",
+					 "Pops parked in the listeners, waiting for something to deliver.",
+					 parked);
+	queen_metric_u64(out, "queen_lease_expiries_total", "counter",
+					 "Expired leases a pop took over (their messages delivered again).",
+					 pg_atomic_read_u64(&m->leases_expired));
+	queen_metric_u64(out, "queen_process_ack_requests_total", "counter",
+					 "Ack requests (/api/v1/ack and /api/v1/ack/batch) taken by the listeners.",
+					 pg_atomic_read_u64(&m->ack_requests));
+	queen_metric_u64(out, "queen_process_ack_messages_total", "counter",
+					 "Items in those ack requests.",
+					 pg_atomic_read_u64(&m->ack_items));
+	queen_metric(out, "queen_ack_items_total", "counter", "Ack items by outcome: carried out (success true) or not applied (success false).");
+	queen_metric_sample(out, "queen_ack_items_total", "result=\"acked\"",
+						pg_atomic_read_u64(&m->ack_acked));
+	queen_metric_sample(out, "queen_ack_items_total", "result=\"failed\"",
+						pg_atomic_read_u64(&m->ack_failed));
+	queen_metric_u64(out, "queen_dlq_filed_total", "counter",
+					 "Messages acks filed as dead letters.",
+					 pg_atomic_read_u64(&m->dlq_filed));
+	queen_metric_u64(out, "queen_lease_extensions_total", "counter",
+					 "Partition leases renewed by lease extensions.",
+					 pg_atomic_read_u64(&m->lease_extensions));
+}
+
 /*
  * The spool and maintenance mode.  The first line is the last sample of
  * queen_push_frames_total (so the family's samples stay apart, as they
@@ -240,6 +283,7 @@ queen_metrics_render(StringInfo out)
 	queen_metrics_render_requests(out, m);
 	queen_metrics_render_spool(out);
 	queen_metrics_render_bundles(out, m, rtts, nrtt);
+	queen_metrics_render_consume(out, m);
 
 	queen_metric_u64(out, "queen_push_permits_limit", "gauge",
 					 "Current limit of the shared push permit pool.",

@@ -492,6 +492,33 @@ queen_push_too_deep(const char *body, size_t len)
 	return false;
 }
 
+/*
+ * What keeps a body away from pg_parse_json's two ways of raising (see the
+ * header comment), and what every body of this door must be: NULL, or why
+ * the body cannot be parsed.  Every JSON body the listener reads passes
+ * here first (push_body.c, consume_body.c).
+ */
+char *
+queen_body_problem(const char *body, size_t len)
+{
+	/* the lexer counts in int; palloc'd buffers never exceed this anyway */
+	if (len > MaxAllocSize)
+		return psprintf("body is too large (%zu bytes, the limit is %zu)",
+						len, (size_t) MaxAllocSize);
+	/* before the UTF-8 check, which refuses NUL too, for a clearer message */
+	if (len > 0 && memchr(body, '\0', len) != NULL)
+		return pstrdup("body contains a NUL byte");
+	if (!pg_verify_mbstr(PG_UTF8, body, (int) len, true))
+		return pstrdup("body is not valid UTF-8");
+	/* the lexer converts \u escapes to the server encoding, raising if it cannot */
+	if (GetDatabaseEncoding() != PG_UTF8)
+		return pstrdup("the database encoding is not UTF8");
+	if (queen_push_too_deep(body, len))
+		return psprintf("body is nested too deeply (more than %d levels)",
+						QUEEN_PUSH_MAX_DEPTH);
+	return NULL;
+}
+
 /* The parser's detail, cut at a character boundary if it quotes a lot. */
 static char *
 queen_push_json_error(JsonParseErrorType result, JsonLexContext *lex)
@@ -528,21 +555,9 @@ queen_parse_push_body(const char *body, size_t len, int max_items,
 	char	   *error = NULL;
 
 	*too_many = false;
-	/* the lexer counts in int; palloc'd buffers never exceed this anyway */
-	if (len > MaxAllocSize)
-		return psprintf("body is too large (%zu bytes, the limit is %zu)",
-						len, (size_t) MaxAllocSize);
-	/* before the UTF-8 check, which refuses NUL too, for a clearer message */
-	if (len > 0 && memchr(body, '\0', len) != NULL)
-		return pstrdup("body contains a NUL byte");
-	if (!pg_verify_mbstr(PG_UTF8, body, (int) len, true))
-		return pstrdup("body is not valid UTF-8");
-	/* the lexer converts \u escapes to the server encoding, raising if it cannot */
-	if (GetDatabaseEncoding() != PG_UTF8)
-		return pstrdup("the database encoding is not UTF8");
-	if (queen_push_too_deep(body, len))
-		return psprintf("body is nested too deeply (more than %d levels)",
-						QUEEN_PUSH_MAX_DEPTH);
+	error = queen_body_problem(body, len);
+	if (error != NULL)
+		return error;
 
 	memset(&st, 0, sizeof(st));
 	memset(&sem, 0, sizeof(sem));
@@ -641,9 +656,7 @@ queen_parse_enabled_body(const char *body, size_t len, bool *enabled)
 	JsonLexContext *lex;
 	JsonParseErrorType result;
 
-	if (len > 65536 || (len > 0 && memchr(body, '\0', len) != NULL) ||
-		!pg_verify_mbstr(PG_UTF8, body, (int) len, true) ||
-		GetDatabaseEncoding() != PG_UTF8 || queen_push_too_deep(body, len))
+	if (len > 65536 || queen_body_problem(body, len) != NULL)
 		return false;
 	memset(&st, 0, sizeof(st));
 	memset(&sem, 0, sizeof(sem));

@@ -38,6 +38,7 @@ typedef struct QueenHttpItem
 extern const char *queen_parse_push_body(const char *body, size_t len,
 										 int max_items, QueenHttpItem **items,
 										 int *nitems, bool *too_many);
+extern char *queen_body_problem(const char *body, size_t len);
 extern bool queen_parse_enabled_body(const char *body, size_t len, bool *enabled);
 
 #endif							/* QUEEN_PUSH_BODY_H */

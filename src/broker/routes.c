@@ -32,6 +32,24 @@ static const QueenRoute queen_routes[] = {
 	queen_handle_configure, QUEEN_ROUTE_SHARD},
 	{QUEEN_METHOD(HTTP_DELETE), "/api/v1/resources/queues/:queue",
 	queen_handle_delete_queue, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/pop/queue/:queue",
+	queen_handle_pop_queue, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/pop/queue/:queue/partition/:partition",
+	queen_handle_pop_partition, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/pop",
+	queen_handle_pop_discover, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/ack",
+	queen_handle_ack, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/ack/batch",
+	queen_handle_ack_batch, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/lease/:leaseId/extend",
+	queen_handle_lease_extend, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_GET), "/api/v1/dlq",
+	queen_handle_dlq, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_DELETE), "/api/v1/consumer-groups/:group",
+	queen_handle_delete_group, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_DELETE), "/api/v1/consumer-groups/:group/queues/:queue",
+	queen_handle_delete_group, QUEEN_ROUTE_SHARD},
 	/* HEAD answers as GET; http_conn.c leaves the body out */
 	{QUEEN_METHOD(HTTP_GET) | QUEEN_METHOD(HTTP_HEAD), "/health",
 	queen_handle_health, QUEEN_ROUTE_SHARD},
@@ -127,9 +145,12 @@ queen_route_match(const char *pattern, const char *path, QueenRouteSpan *spans, 
 	return *s == '\0';
 }
 
-/* %XX decoding of one path segment; NULL if malformed. */
-static char *
-queen_percent_decode(const char *s, Size n, Size *len)
+/*
+ * %XX decoding of one path segment or query parameter (where plus_space
+ * also makes '+' a space); NULL if malformed.
+ */
+char *
+queen_percent_decode(const char *s, Size n, bool plus_space, Size *len)
 {
 	char	   *out = palloc(n + 1);
 	Size		o = 0;
@@ -152,7 +173,7 @@ queen_percent_decode(const char *s, Size n, Size *len)
 			i += 2;
 		}
 		else
-			out[o++] = s[i];
+			out[o++] = (plus_space && s[i] == '+') ? ' ' : s[i];
 	}
 	out[o] = '\0';
 	*len = o;
@@ -161,10 +182,12 @@ queen_percent_decode(const char *s, Size n, Size *len)
 
 /*
  * Decode the :params of the chosen row into params, in the request's
- * context.  A segment that is not valid percent-encoding is the client's
- * mistake: 400, naming the param, and false.
+ * context.  Names arrive as clients write them: percent-encoded, or raw
+ * (Queen's clients do not encode them, and a URL parser leaves a '%' that
+ * starts no escape as it is), so a segment that is not valid
+ * percent-encoding is taken literally: "50%off" is the queue 50%off.
  */
-static bool
+static void
 queen_route_decode(QueenHttpRequest *req, const QueenRouteSpan *spans, int nspans,
 				   QueenRouteParams *params)
 {
@@ -174,24 +197,19 @@ queen_route_decode(QueenHttpRequest *req, const QueenRouteSpan *spans, int nspan
 	params->n = 0;
 	for (i = 0; i < nspans; i++)
 	{
-		char	   *name = pnstrdup(spans[i].name, spans[i].name_len);
-		char	   *value = queen_percent_decode(spans[i].start, spans[i].len,
+		char	   *value = queen_percent_decode(spans[i].start, spans[i].len, false,
 												 &params->len[i]);
 
 		if (value == NULL)
 		{
-			MemoryContextSwitchTo(old);
-			queen_respond_error(req, 400,
-								psprintf("%s name in the path is not valid percent-encoding",
-										 name));
-			return false;
+			value = pnstrdup(spans[i].start, spans[i].len);
+			params->len[i] = spans[i].len;
 		}
-		params->name[i] = name;
+		params->name[i] = pnstrdup(spans[i].name, spans[i].name_len);
 		params->value[i] = value;
 		params->n++;
 	}
 	MemoryContextSwitchTo(old);
-	return true;
 }
 
 /* 405, with the methods the path takes. */
@@ -272,7 +290,6 @@ queen_route_request(QueenHttpRequest *req, void *arg)
 			queen_respond_error(req, 404, "not found");
 		return;
 	}
-	if (!queen_route_decode(req, spans, nspans, &params))
-		return;
+	queen_route_decode(req, spans, nspans, &params);
 	chosen->handler(req, &params);
 }

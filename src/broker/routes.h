@@ -27,7 +27,10 @@ typedef enum QueenRouteWorker
 	QUEEN_ROUTE_SHARD
 } QueenRouteWorker;
 
-/* The :params of the matched pattern, percent-decoded (NUL-terminated). */
+/*
+ * The :params of the matched pattern, percent-decoded, or as sent when not
+ * valid percent-encoding (NUL-terminated).
+ */
 typedef struct QueenRouteParams
 {
 	int			n;
@@ -52,11 +55,22 @@ typedef struct QueenRoute
 extern void queen_route_request(QueenHttpRequest *req, void *arg);
 extern const char *queen_route_param(const QueenRouteParams *params, const char *name,
 									 Size *len);
+extern char *queen_percent_decode(const char *s, Size n, bool plus_space, Size *len);
 extern void queen_respond_json(QueenHttpRequest *req, int status, const char *json);
 extern void queen_respond_error(QueenHttpRequest *req, int status, const char *message);
 
 /* handle_push.c */
 extern void queen_handle_push(QueenHttpRequest *req, const QueenRouteParams *params);
+
+/* handle_consume.c */
+extern void queen_handle_pop_queue(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_pop_partition(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_pop_discover(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_ack(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_ack_batch(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params);
 
 /* handle_admin.c */
 extern void queen_handle_configure(QueenHttpRequest *req, const QueenRouteParams *params);

@@ -424,6 +424,8 @@ queen_shard_run_bundle(void)
 		{
 			int			k;
 
+			uint64		before = queued;
+
 			segments += bgs[i].nsegments;
 			for (k = 0; k < bgs[i].nframes; k++)
 			{
@@ -432,7 +434,12 @@ queen_shard_run_bundle(void)
 				else
 					dups++;
 			}
+			/* the queue has something new: parked pops on it may try again */
+			if (queued > before)
+				queen_wake_mark(&chosen[i]->tenant, chosen[i]->queue,
+								strlen(chosen[i]->queue));
 		}
+		queen_wake_publish();
 		queen_permit_release(queen_shard_index, n, exec_us, commit_us);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.commits, 1);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.segments, segments);

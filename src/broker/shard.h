@@ -32,4 +32,11 @@ extern void queen_shard_controls_init(const char *who, MemoryContext keep_cxt,
 extern void queen_shard_take_control(int listener, StringInfo raw);
 extern bool queen_shard_run_controls(void);
 
+/* Consumption requests (shard_consume.c), run as control requests */
+extern int	queen_shard_consume(uint8 op, const pg_uuid_t *tenant, const char *arg,
+								uint32 arglen, StringInfo out);
+extern int	queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen,
+									   const char *message, StringInfo out);
+extern void queen_shard_consume_done(bool committed);
+
 #endif							/* QUEEN_SHARD_H */

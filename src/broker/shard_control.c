@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * shard_control.c
- *	  A fusion shard's control requests (health, configure, delete queue):
+ *	  A fusion shard's control requests (health, configure, delete queue,
+ *	  and the consumption requests of shard_consume.c):
  *	  queued as they arrive, each run in a transaction of its own between
  *	  bundles, and answered with a status and a JSON body.
  *
@@ -113,6 +114,13 @@ queen_shard_control_body(void *arg)
 			pgstat_report_activity(STATE_RUNNING, "queen: delete queue");
 			tx->status = queen_delete_queue(&c->tenant, c->arg, &tx->out);
 			break;
+		case QUEEN_CONTROL_POP:
+		case QUEEN_CONTROL_ACK:
+		case QUEEN_CONTROL_RENEW:
+		case QUEEN_CONTROL_DLQ:
+		case QUEEN_CONTROL_DELETE_GROUP:
+			tx->status = queen_shard_consume(c->op, &c->tenant, c->arg, c->arglen, &tx->out);
+			break;
 		default:
 			tx->status = 400;
 			appendStringInfoString(&tx->out, "{\"error\":\"unknown control request\"}");
@@ -126,16 +134,21 @@ queen_shard_run_control(QueenControl *c)
 {
 	QueenControlTx tx;
 	QueenTxResult result;
+	bool		ok;
 	MemoryContext old = MemoryContextSwitchTo(queen_control_run_cxt);
 
 	tx.c = c;
 	tx.status = 500;
 	initStringInfo(&tx.out);
-	if (!queen_worker_transact("control request", queen_control_who, queen_shard_control_body,
-							   &tx, &result))
+	ok = queen_worker_transact("control request", queen_control_who, queen_shard_control_body,
+							   &tx, &result);
+	if (!ok)
 	{
 		resetStringInfo(&tx.out);
-		if (c->op == QUEEN_CONTROL_HEALTH)
+		if (QUEEN_CONTROL_CONSUMES(c->op))
+			tx.status = queen_shard_consume_failed(c->op, c->arg, c->arglen, result.message,
+												   &tx.out);
+		else if (c->op == QUEEN_CONTROL_HEALTH)
 		{
 			tx.status = 503;
 			queen_health_json(&tx.out, false, result.message);
@@ -149,6 +162,12 @@ queen_shard_run_control(QueenControl *c)
 		}
 	}
 
+	if (ok && c->op == QUEEN_CONTROL_POP && tx.status == 200 &&
+		queen_test_fault("shard_error_after_pop_commit"))
+		elog(ERROR, "queen.test_fault: a shard fails between a pop's COMMIT and its answer");
+	/* counted and woken only once committed, before the client hears of it */
+	if (QUEEN_CONTROL_CONSUMES(c->op))
+		queen_shard_consume_done(ok);
 	queen_answer_reply(c->listener, c->request, tx.status, tx.out.data, tx.out.len);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(queen_control_run_cxt);

@@ -50,14 +50,6 @@ queen_msg_put_u64(StringInfo buf, uint64 v)
 	queen_msg_put(buf, &v, sizeof(v));
 }
 
-static void
-queen_msg_reader(QueenMsgReader *r, StringInfo msg)
-{
-	r->data = msg->data;
-	r->len = (Size) msg->len;
-	r->pos = 0;
-	r->bad = false;
-}
 
 /* A message shorter than its fields says marks the reader bad, never reads past. */
 static const char *
@@ -156,7 +148,7 @@ queen_wire_get_head(QueenMsgReader *r, StringInfo msg, uint64 *request)
 {
 	uint8		type;
 
-	queen_msg_reader(r, msg);
+	queen_wire_reader(r, msg->data, (Size) msg->len);
 	type = queen_msg_get_u8(r);
 	*request = queen_msg_get_u64(r);
 	return r->bad ? 0 : type;
@@ -275,4 +267,206 @@ queen_wire_get_reply(QueenMsgReader *r, QueenWireReply *m)
 	m->len = queen_msg_get_u32(r);
 	m->body = queen_msg_get(r, m->len);
 	return !r->bad;
+}
+
+/* ----------------------------------------------------------------
+ *		The arguments of the consumption ops
+ *
+ * They travel as a CONTROL message's argument, so the control path
+ * (queuing, a transaction of its own, the REPLY) serves them unchanged.
+ * ----------------------------------------------------------------
+ */
+
+/* A reader over an argument the control message carried. */
+void
+queen_wire_reader(QueenMsgReader *r, const char *data, Size len)
+{
+	r->data = data;
+	r->len = len;
+	r->pos = 0;
+	r->bad = false;
+}
+
+static void
+queen_msg_put_text(StringInfo buf, QueenWireText t)
+{
+	queen_msg_put_u32(buf, t.len);
+	queen_msg_put(buf, t.data, t.len);
+}
+
+static QueenWireText
+queen_msg_get_text(QueenMsgReader *r)
+{
+	QueenWireText t;
+
+	t.len = queen_msg_get_u32(r);
+	t.data = queen_msg_get(r, t.len);
+	if (t.data == NULL)
+		t.len = 0;
+	return t;
+}
+
+/*
+ * POP: texts queue, partition, namespace, task, group, subscriptionMode,
+ * subscriptionFrom; i32 batch, partitions, leaseSeconds; u8 autoAck.
+ */
+void
+queen_wire_put_pop(StringInfo arg, const QueenWirePop *m)
+{
+	queen_msg_put_text(arg, m->queue);
+	queen_msg_put_text(arg, m->partition);
+	queen_msg_put_text(arg, m->namespace_name);
+	queen_msg_put_text(arg, m->task);
+	queen_msg_put_text(arg, m->group);
+	queen_msg_put_text(arg, m->sub_mode);
+	queen_msg_put_text(arg, m->sub_from);
+	queen_msg_put_u32(arg, (uint32) m->batch);
+	queen_msg_put_u32(arg, (uint32) m->max_partitions);
+	queen_msg_put_u32(arg, (uint32) m->lease_seconds);
+	queen_msg_put_u8(arg, m->auto_ack);
+}
+
+bool
+queen_wire_get_pop(QueenMsgReader *r, QueenWirePop *m)
+{
+	m->queue = queen_msg_get_text(r);
+	m->partition = queen_msg_get_text(r);
+	m->namespace_name = queen_msg_get_text(r);
+	m->task = queen_msg_get_text(r);
+	m->group = queen_msg_get_text(r);
+	m->sub_mode = queen_msg_get_text(r);
+	m->sub_from = queen_msg_get_text(r);
+	m->batch = (int32) queen_msg_get_u32(r);
+	m->max_partitions = (int32) queen_msg_get_u32(r);
+	m->lease_seconds = (int32) queen_msg_get_u32(r);
+	m->auto_ack = queen_msg_get_u8(r);
+	return !r->bad && r->pos == r->len;
+}
+
+/*
+ * A pop that delivered nothing is answered REPLY 204, and its body, which
+ * never reaches the client, is the hint for a parked long-poll: i64
+ * retry_at (a TimestampTz, 0 when nothing is known).
+ */
+void
+queen_wire_put_pop_hint(StringInfo body, int64 retry_at)
+{
+	queen_msg_put_u64(body, (uint64) retry_at);
+}
+
+bool
+queen_wire_get_pop_hint(const char *body, Size len, int64 *retry_at)
+{
+	QueenMsgReader r;
+
+	queen_wire_reader(&r, body, len);
+	*retry_at = (int64) queen_msg_get_u64(&r);
+	return !r.bad && r.pos == r.len;
+}
+
+/* ACK: text group, u32 item count; the items follow. */
+void
+queen_wire_put_ack(StringInfo arg, const QueenWireAck *m)
+{
+	queen_msg_put_text(arg, m->group);
+	queen_msg_put_u32(arg, m->nitems);
+}
+
+bool
+queen_wire_get_ack(QueenMsgReader *r, QueenWireAck *m)
+{
+	m->group = queen_msg_get_text(r);
+	m->nitems = queen_msg_get_u32(r);
+	return !r->bad;
+}
+
+/*
+ * One ack item: u8 flags, 16-byte partition id, texts transactionId,
+ * status, leaseId, error, problem.
+ */
+void
+queen_wire_put_ack_item(StringInfo arg, const QueenWireAckItem *m)
+{
+	static const char zero[UUID_LEN];
+
+	queen_msg_put_u8(arg, m->flags);
+	queen_msg_put(arg, m->partition_id ? m->partition_id : zero, UUID_LEN);
+	queen_msg_put_text(arg, m->txn);
+	queen_msg_put_text(arg, m->status);
+	queen_msg_put_text(arg, m->lease);
+	queen_msg_put_text(arg, m->error);
+	queen_msg_put_text(arg, m->problem);
+}
+
+bool
+queen_wire_get_ack_item(QueenMsgReader *r, QueenWireAckItem *m)
+{
+	m->flags = queen_msg_get_u8(r);
+	m->partition_id = queen_msg_get(r, UUID_LEN);
+	m->txn = queen_msg_get_text(r);
+	m->status = queen_msg_get_text(r);
+	m->lease = queen_msg_get_text(r);
+	m->error = queen_msg_get_text(r);
+	m->problem = queen_msg_get_text(r);
+	return !r->bad;
+}
+
+/* RENEW: text leaseId, i32 seconds. */
+void
+queen_wire_put_renew(StringInfo arg, const QueenWireRenew *m)
+{
+	queen_msg_put_text(arg, m->lease);
+	queen_msg_put_u32(arg, (uint32) m->seconds);
+}
+
+bool
+queen_wire_get_renew(QueenMsgReader *r, QueenWireRenew *m)
+{
+	m->lease = queen_msg_get_text(r);
+	m->seconds = (int32) queen_msg_get_u32(r);
+	return !r->bad && r->pos == r->len;
+}
+
+/* DLQ: texts queue, consumerGroup, partition, from, to; i32 limit; i64 offset. */
+void
+queen_wire_put_dlq(StringInfo arg, const QueenWireDlq *m)
+{
+	queen_msg_put_text(arg, m->queue);
+	queen_msg_put_text(arg, m->group);
+	queen_msg_put_text(arg, m->partition);
+	queen_msg_put_text(arg, m->from);
+	queen_msg_put_text(arg, m->to);
+	queen_msg_put_u32(arg, (uint32) m->limit);
+	queen_msg_put_u64(arg, (uint64) m->offset);
+}
+
+bool
+queen_wire_get_dlq(QueenMsgReader *r, QueenWireDlq *m)
+{
+	m->queue = queen_msg_get_text(r);
+	m->group = queen_msg_get_text(r);
+	m->partition = queen_msg_get_text(r);
+	m->from = queen_msg_get_text(r);
+	m->to = queen_msg_get_text(r);
+	m->limit = (int32) queen_msg_get_u32(r);
+	m->offset = (int64) queen_msg_get_u64(r);
+	return !r->bad && r->pos == r->len;
+}
+
+/* DELETE_GROUP: texts group, queue; u8 deleteMetadata. */
+void
+queen_wire_put_group_delete(StringInfo arg, const QueenWireGroupDelete *m)
+{
+	queen_msg_put_text(arg, m->group);
+	queen_msg_put_text(arg, m->queue);
+	queen_msg_put_u8(arg, m->delete_metadata);
+}
+
+bool
+queen_wire_get_group_delete(QueenMsgReader *r, QueenWireGroupDelete *m)
+{
+	m->group = queen_msg_get_text(r);
+	m->queue = queen_msg_get_text(r);
+	m->delete_metadata = queen_msg_get_u8(r);
+	return !r->bad && r->pos == r->len;
 }

@@ -1,0 +1,54 @@
+/*-------------------------------------------------------------------------
+ *
+ * consume_body.h
+ *	  What the listener reads of a consumption request (consume_body.c):
+ *	  the query string, the ack bodies and the lease extension's body.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_CONSUME_BODY_H
+#define QUEEN_CONSUME_BODY_H
+
+#include "queen.h"
+
+/* A lease extension without "seconds" (reference 5.5). */
+#define QUEEN_DEFAULT_LEASE_EXTENSION	60
+
+/* Most parameters kept from one query string; later ones are ignored. */
+#define QUEEN_QUERY_MAX		32
+
+typedef struct QueenQuery
+{
+	int			n;
+	char	   *name[QUEEN_QUERY_MAX];
+	char	   *value[QUEEN_QUERY_MAX];	/* decoded, NUL-terminated */
+	Size		len[QUEEN_QUERY_MAX];
+} QueenQuery;
+
+/* One acknowledgement as the body gave it. */
+typedef struct QueenAckInput
+{
+	char	   *txn;			/* NULL unless a string */
+	Size		txn_len;
+	pg_uuid_t	partition_id;
+	char	   *status;			/* NULL when absent or null */
+	Size		status_len;
+	char	   *lease;			/* NULL when absent, null or "" */
+	Size		lease_len;
+	char	   *error;			/* NULL when absent or null */
+	Size		error_len;
+	char	   *problem;		/* why the item cannot be applied, or NULL */
+} QueenAckInput;
+
+extern const char *queen_query_parse(const char *query, QueenQuery *q);
+extern const char *queen_query_get(const QueenQuery *q, const char *name, Size *len);
+extern const char *queen_query_int(const QueenQuery *q, const char *name, int64 dflt,
+								   int64 min, int64 max, int64 *out);
+extern const char *queen_query_bool(const QueenQuery *q, const char *name, bool dflt,
+									bool *out);
+extern const char *queen_parse_ack_body(const char *body, size_t len, bool batch,
+										char **group, Size *group_len,
+										QueenAckInput **items, int *nitems);
+extern const char *queen_parse_seconds_body(const char *body, size_t len, int32 *seconds);
+
+#endif							/* QUEEN_CONSUME_BODY_H */

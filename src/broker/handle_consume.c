@@ -1,0 +1,408 @@
+/*-------------------------------------------------------------------------
+ *
+ * handle_consume.c
+ *	  The listener's consumption routes: pop (one partition, a queue's
+ *	  partitions, or the queues of a namespace/task), ack and ack/batch,
+ *	  lease extension, the dead-letter listing and consumer-group deletion.
+ *
+ * Each handler reads the request (query string, body: consume_body.c),
+ * refuses what is malformed with a 400 before anything is sent, and hands
+ * the rest to a shard as a control request (wire.c encodes it); the shard
+ * runs it through the consumption core and renders the body
+ * (shard_consume.c).  Where a request goes: a pop of one partition to the
+ * shard that owns it (as pushes do); a pop of a queue's partitions to the
+ * shard of the queue, so one queue's pops meet in one process; a discovery
+ * pop by its namespace and task; an ack to the shard of its first item's
+ * partition id; the rest in turn.  A pop that delivers nothing may park
+ * (longpoll.c).
+ *
+ * What a handler builds lives in the listener's memory of the loop's turn,
+ * never in the request's context (answering frees that): a pop's argument
+ * is copied into its request's context to be sent again, any other
+ * request's into its ring message.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "listener.h"
+#include "consume.h"
+#include "consume_body.h"
+#include "routes.h"
+#include "wire.h"
+#include "worker.h"
+
+#include "common/hashfn.h"
+#include "utils/memutils.h"
+
+/* Longest timeout a pop may wait, in ms (an hour). */
+#define QUEEN_POP_MAX_TIMEOUT_MS	3600000
+#define QUEEN_POP_DEFAULT_TIMEOUT_MS	30000
+#define QUEEN_DLQ_DEFAULT_LIMIT		100
+#define QUEEN_DLQ_MAX_LIMIT			10000
+
+static QueenWireText
+queen_text(const char *s, Size len)
+{
+	QueenWireText t = {s, (uint32) (s ? len : 0)};
+
+	return t;
+}
+
+/* A name given in the path or the query; false (and a 400) if it is not one. */
+static bool
+queen_check_param(QueenHttpRequest *req, const char *what, const char *value, Size len)
+{
+	const char *problem;
+
+	if (value == NULL)
+		return true;
+	problem = queen_name_problem(value, len, QUEEN_MAX_NAME_BYTES);
+	if (problem == NULL)
+		return true;
+	queen_respond_error(req, 400, psprintf("%s %s", what, problem));
+	return false;
+}
+
+/* The query string, or a 400. */
+static bool
+queen_read_query(QueenHttpRequest *req, QueenQuery *q)
+{
+	const char *problem = queen_query_parse(req->query, q);
+
+	if (problem != NULL)
+		queen_respond_error(req, 400, problem);
+	return problem == NULL;
+}
+
+/* The integer and boolean parameters of a pop, or a 400. */
+static bool
+queen_pop_numbers(QueenHttpRequest *req, const QueenQuery *q, QueenWirePop *m, bool *wait,
+				  int *timeout_ms)
+{
+	int64		batch,
+				partitions,
+				lease,
+				timeout;
+	bool		auto_ack;
+	const char *problem;
+
+	if ((problem = queen_query_int(q, "batch", QUEEN_POP_DEFAULT_BATCH, 1, 1000000, &batch)) ||
+		(problem = queen_query_int(q, "partitions", 1, PG_INT32_MIN, PG_INT32_MAX, &partitions)) ||
+		(problem = queen_query_int(q, "leaseSeconds", 0, PG_INT32_MIN, PG_INT32_MAX, &lease)) ||
+		(problem = queen_query_int(q, "timeout", QUEEN_POP_DEFAULT_TIMEOUT_MS, 0,
+								   QUEEN_POP_MAX_TIMEOUT_MS, &timeout)) ||
+		(problem = queen_query_bool(q, "wait", false, wait)) ||
+		(problem = queen_query_bool(q, "autoAck", false, &auto_ack)))
+	{
+		queen_respond_error(req, 400, problem);
+		return false;
+	}
+	m->batch = (int32) batch;
+	m->max_partitions = (int32) partitions;
+	m->lease_seconds = lease > 0 ? (int32) lease : 0;
+	m->auto_ack = auto_ack ? 1 : 0;
+	*timeout_ms = (int) timeout;
+	return true;
+}
+
+/*
+ * Every pop route: queue and partition from the path (NULL when the route
+ * has none), the rest from the query string.
+ */
+static void
+queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
+						const char *partition, Size plen)
+{
+	QueenQuery q;
+	QueenWirePop m;
+	const char *ns;
+	const char *task;
+	const char *group;
+	const char *mode;
+	const char *from;
+	Size		nslen = 0,
+				tasklen = 0,
+				glen = 0,
+				modelen = 0,
+				fromlen = 0;
+	bool		wait;
+	int			timeout_ms;
+	int			shard;
+	int			slot;
+	StringInfoData arg;
+
+	pg_atomic_fetch_add_u64(&queen_broker->metrics.pop_requests, 1);
+	memset(&m, 0, sizeof(m));
+	if (!queen_read_query(req, &q) || !queen_pop_numbers(req, &q, &m, &wait, &timeout_ms))
+		return;
+	ns = queen_query_get(&q, "namespace", &nslen);
+	task = queen_query_get(&q, "task", &tasklen);
+	group = queen_query_get(&q, "consumerGroup", &glen);
+	mode = queen_query_get(&q, "subscriptionMode", &modelen);
+	from = queen_query_get(&q, "subscriptionFrom", &fromlen);
+	if (queue == NULL)
+	{
+		if ((ns == NULL || nslen == 0) && (task == NULL || tasklen == 0))
+		{
+			queen_respond_json(req, 400,
+							   "{\"success\":false,\"error\":\"namespace or task is required\",\"messages\":[]}");
+			return;
+		}
+		if (nslen == 0)
+			ns = NULL;
+		if (tasklen == 0)
+			task = NULL;
+	}
+	else
+		ns = task = NULL;
+	if (glen == 0)
+		group = NULL;
+	if (!queen_check_param(req, "queue name", queue, qlen) ||
+		!queen_check_param(req, "partition name", partition, plen) ||
+		!queen_check_param(req, "namespace", ns, nslen) ||
+		!queen_check_param(req, "task", task, tasklen) ||
+		!queen_check_param(req, "consumerGroup", group, glen))
+		return;
+
+	m.queue = queen_text(queue, qlen);
+	m.partition = queen_text(partition, plen);
+	m.namespace_name = queen_text(ns, nslen);
+	m.task = queen_text(task, tasklen);
+	m.group = queen_text(group, glen);
+	m.sub_mode = queen_text(mode, modelen);
+	m.sub_from = queen_text(from, fromlen);
+	initStringInfo(&arg);
+	queen_wire_put_pop(&arg, &m);
+
+	if (queue != NULL)
+	{
+		/* one partition: its owner; a queue's partitions: the queue's shard */
+		shard = queen_shard_of(&queen_listener_tenant, queue, qlen,
+							   partition ? partition : "", partition ? plen : 0,
+							   queen_broker->nshards);
+		slot = queen_wake_slot(&queen_listener_tenant, queue, qlen);
+	}
+	else
+	{
+		shard = queen_shard_of(&queen_listener_tenant, ns ? ns : "", nslen,
+							   task ? task : "", tasklen, queen_broker->nshards);
+		slot = -1;
+	}
+	queen_pop_submit(queen_pop_wait_new(req, arg.data, arg.len, shard, slot, wait, timeout_ms));
+}
+
+/* GET /api/v1/pop/queue/:queue */
+void
+queen_handle_pop_queue(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	Size		qlen = 0;
+	const char *queue = queen_route_param(params, "queue", &qlen);
+
+	queen_handle_pop_common(req, queue, qlen, NULL, 0);
+}
+
+/* GET /api/v1/pop/queue/:queue/partition/:partition */
+void
+queen_handle_pop_partition(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	Size		qlen = 0,
+				plen = 0;
+	const char *queue = queen_route_param(params, "queue", &qlen);
+	const char *partition = queen_route_param(params, "partition", &plen);
+
+	queen_handle_pop_common(req, queue, qlen, partition, plen);
+}
+
+/* GET /api/v1/pop?namespace=&task= */
+void
+queen_handle_pop_discover(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	(void) params;
+	queen_handle_pop_common(req, NULL, 0, NULL, 0);
+}
+
+/* POST /api/v1/ack and /api/v1/ack/batch */
+static void
+queen_handle_ack_common(QueenHttpRequest *req, bool batch)
+{
+	char	   *group;
+	Size		glen;
+	QueenAckInput *items;
+	int			nitems;
+	const char *problem;
+	StringInfoData arg;
+	QueenWireAck head;
+	int			shard = -1;
+	int			i;
+
+	pg_atomic_fetch_add_u64(&queen_broker->metrics.ack_requests, 1);
+	problem = queen_parse_ack_body(req->body, req->body_len, batch, &group, &glen, &items, &nitems);
+	if (problem != NULL)
+	{
+		queen_respond_error(req, 400, problem);
+		return;
+	}
+	pg_atomic_fetch_add_u64(&queen_broker->metrics.ack_items, nitems);
+	if (nitems == 0)
+	{
+		queen_respond_json(req, 200, "[]");
+		return;
+	}
+
+	initStringInfo(&arg);
+	head.group = queen_text(group, glen);
+	head.nitems = (uint32) nitems;
+	queen_wire_put_ack(&arg, &head);
+	for (i = 0; i < nitems; i++)
+	{
+		QueenAckInput *in = &items[i];
+		QueenWireAckItem w;
+
+		memset(&w, 0, sizeof(w));
+		w.flags = (in->problem ? 0 : QUEEN_ACK_ITEM_VALID) |
+			(in->status ? QUEEN_ACK_ITEM_STATUS : 0) | (in->error ? QUEEN_ACK_ITEM_ERROR : 0);
+		w.partition_id = (const char *) in->partition_id.data;
+		w.txn = queen_text(in->txn, in->txn_len);
+		w.status = queen_text(in->status, in->status_len);
+		w.lease = queen_text(in->lease, in->lease_len);
+		w.error = queen_text(in->error, in->error_len);
+		w.problem = queen_text(in->problem, in->problem ? strlen(in->problem) : 0);
+		queen_wire_put_ack_item(&arg, &w);
+		/* the first partition's shard, so one partition's acks meet in one process */
+		if (shard < 0 && in->problem == NULL)
+			shard = (int) (hash_bytes(in->partition_id.data, UUID_LEN) %
+						   (uint32) queen_broker->nshards);
+	}
+	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_ACK, shard,
+								arg.data, arg.len);
+}
+
+void
+queen_handle_ack(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	(void) params;
+	queen_handle_ack_common(req, false);
+}
+
+void
+queen_handle_ack_batch(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	(void) params;
+	queen_handle_ack_common(req, true);
+}
+
+/* POST /api/v1/lease/:leaseId/extend {"seconds": N} */
+void
+queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	Size		len = 0;
+	const char *lease = queen_route_param(params, "leaseId", &len);
+	QueenWireRenew m;
+	int32		seconds;
+	const char *problem;
+	StringInfoData arg;
+
+	problem = queen_parse_seconds_body(req->body, req->body_len, &seconds);
+	if (problem == NULL)
+		problem = queen_name_problem(lease, len, QUEEN_LEASE_ID_LEN);
+	if (problem != NULL)
+	{
+		queen_respond_error(req, 400, problem);
+		return;
+	}
+	m.lease = queen_text(lease, len);
+	m.seconds = seconds;
+	initStringInfo(&arg);
+	queen_wire_put_renew(&arg, &m);
+	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_RENEW, -1,
+								arg.data, arg.len);
+}
+
+/* GET /api/v1/dlq?queue=&consumerGroup=&partition=&from=&to=&limit=&offset= */
+void
+queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	QueenQuery q;
+	QueenWireDlq m;
+	Size		qlen = 0,
+				glen = 0,
+				plen = 0,
+				fromlen = 0,
+				tolen = 0;
+	const char *queue;
+	const char *group;
+	const char *partition;
+	const char *from;
+	const char *to;
+	int64		limit,
+				offset;
+	const char *problem = NULL;
+	StringInfoData arg;
+
+	(void) params;
+	if (!queen_read_query(req, &q))
+		return;
+	queue = queen_query_get(&q, "queue", &qlen);
+	group = queen_query_get(&q, "consumerGroup", &glen);
+	partition = queen_query_get(&q, "partition", &plen);
+	from = queen_query_get(&q, "from", &fromlen);
+	to = queen_query_get(&q, "to", &tolen);
+	if (queue == NULL || qlen == 0)
+		problem = "queue is required";
+	else if ((problem = queen_query_int(&q, "limit", QUEEN_DLQ_DEFAULT_LIMIT, 1,
+										QUEEN_DLQ_MAX_LIMIT, &limit)) == NULL)
+		problem = queen_query_int(&q, "offset", 0, 0, PG_INT64_MAX, &offset);
+	if (problem != NULL)
+	{
+		queen_respond_error(req, 400, problem);
+		return;
+	}
+	if (!queen_check_param(req, "queue name", queue, qlen) ||
+		!queen_check_param(req, "consumerGroup", glen ? group : NULL, glen) ||
+		!queen_check_param(req, "partition name", plen ? partition : NULL, plen))
+		return;
+	m.queue = queen_text(queue, qlen);
+	m.group = queen_text(group, glen);
+	m.partition = queen_text(partition, plen);
+	m.from = queen_text(from, fromlen);
+	m.to = queen_text(to, tolen);
+	m.limit = (int32) limit;
+	m.offset = offset;
+	initStringInfo(&arg);
+	queen_wire_put_dlq(&arg, &m);
+	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_DLQ, -1,
+								arg.data, arg.len);
+}
+
+/* DELETE /api/v1/consumer-groups/:group[/queues/:queue]?deleteMetadata= */
+void
+queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	Size		glen = 0,
+				qlen = 0;
+	const char *group = queen_route_param(params, "group", &glen);
+	const char *queue = queen_route_param(params, "queue", &qlen);
+	QueenQuery q;
+	QueenWireGroupDelete m;
+	bool		metadata;
+	const char *problem;
+	StringInfoData arg;
+
+	if (!queen_read_query(req, &q))
+		return;
+	problem = queen_query_bool(&q, "deleteMetadata", true, &metadata);
+	if (problem != NULL)
+	{
+		queen_respond_error(req, 400, problem);
+		return;
+	}
+	if (!queen_check_param(req, "consumerGroup", group, glen) ||
+		!queen_check_param(req, "queue name", queue, qlen))
+		return;
+	m.group = queen_text(group, glen);
+	m.queue = queen_text(queue, qlen);
+	m.delete_metadata = metadata ? 1 : 0;
+	initStringInfo(&arg);
+	queen_wire_put_group_delete(&arg, &m);
+	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_DELETE_GROUP, -1,
+								arg.data, arg.len);
+}

@@ -1,0 +1,158 @@
+/*-------------------------------------------------------------------------
+ *
+ * render.c
+ *	  The pop body of reference 4.5, rendered by the shard that ran the pop,
+ *	  and the timestamps of every consumption answer.
+ *
+ * What a client reads is byte for byte Queen's: every key in Queen's
+ * order, "data" spliced verbatim from the frame's payload bytes (so null,
+ * {}, strings, numbers and multi-megabyte payloads come back exactly as
+ * they were pushed; an empty payload is null), and timestamps as
+ * YYYY-MM-DDTHH:MI:SS.ffffffZ in UTC whatever the session's TimeZone:
+ * they are broken down without a time zone, never through the DateStyle
+ * or TimeZone settings.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "render.h"
+
+#include "utils/datetime.h"
+#include "utils/json.h"
+#include "utils/memutils.h"
+
+/* A timestamp as a JSON string, UTC with microseconds; null if out of range. */
+void
+queen_render_timestamp(StringInfo out, TimestampTz ts)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+
+	if (TIMESTAMP_NOT_FINITE(ts) || timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+	{
+		appendStringInfoString(out, "null");
+		return;
+	}
+	appendStringInfo(out, "\"%04d-%02d-%02dT%02d:%02d:%02d.%06dZ\"",
+					 tm.tm_year, tm.tm_mon, tm.tm_mday,
+					 tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec);
+}
+
+void
+queen_render_uuid(StringInfo out, const pg_uuid_t *id)
+{
+	char		text[UUID_LEN * 2 + 5];
+
+	queen_uuid_format(id, text);
+	appendStringInfoChar(out, '"');
+	appendStringInfoString(out, text);
+	appendStringInfoChar(out, '"');
+}
+
+/* A string, escaped; NULL renders null. */
+void
+queen_render_text(StringInfo out, const char *s)
+{
+	if (s == NULL)
+		appendStringInfoString(out, "null");
+	else
+		escape_json(out, s);
+}
+
+/* A string that is not NUL-terminated (a frame's field). */
+static void
+queen_render_span(StringInfo out, const char *s, Size len)
+{
+	char	   *copy = pnstrdup(s, len);
+
+	escape_json(out, copy);
+	pfree(copy);
+}
+
+/* One delivered message, every key Queen's clients read. */
+static void
+queen_render_message(StringInfo out, const QueenPopMessage *msg, const QueenPopPartition *part,
+					 const char *lease_id, const char *group)
+{
+	const QueenFrame *f = &msg->frame;
+
+	appendStringInfoString(out, "{\"id\":");
+	queen_render_uuid(out, &f->message_id);
+	appendStringInfoString(out, ",\"transactionId\":");
+	queen_render_span(out, f->txn, f->txn_len);
+	appendStringInfoString(out, ",\"traceId\":");
+	if (f->flags & QUEEN_FRAME_TRACE)
+		queen_render_uuid(out, &f->trace_id);
+	else
+		appendStringInfoString(out, "null");
+	appendStringInfoString(out, ",\"data\":");
+	if (f->payload_len == 0)
+		appendStringInfoString(out, "null");
+	else
+		appendBinaryStringInfo(out, f->payload, (int) f->payload_len);
+	appendStringInfoString(out, ",\"producerSub\":");
+	if (f->flags & QUEEN_FRAME_PRODUCER)
+		queen_render_span(out, f->producer_sub, f->producer_sub_len);
+	else
+		appendStringInfoString(out, "null");
+	appendStringInfoString(out, ",\"createdAt\":");
+	queen_render_timestamp(out, msg->created_at);
+	appendStringInfoString(out, ",\"partitionId\":");
+	queen_render_uuid(out, &part->partition_id);
+	appendStringInfoString(out, ",\"partition\":");
+	escape_json(out, part->partition);
+	appendStringInfoString(out, ",\"leaseId\":");
+	escape_json(out, lease_id);
+	appendStringInfoString(out, ",\"consumerGroup\":");
+	escape_json(out, group);
+	appendStringInfo(out, ",\"deliveryAttempt\":%d}", part->delivery_attempt);
+}
+
+/*
+ * The body of a pop that delivered something: the top level names the
+ * first claimed partition, as Queen's does; the discovery route (no queue
+ * in the request) shows queue "".
+ */
+void
+queen_render_pop(StringInfo out, const QueenPopRequest *req, const QueenPopResult *res)
+{
+	const QueenPopPartition *first = res->npartitions > 0 ? &res->partitions[0] : NULL;
+	Size		guess = 256;
+	bool		any = false;
+	int			p,
+				k;
+
+	/* one allocation for the usual body: the payloads and a little per message */
+	for (p = 0; p < res->npartitions; p++)
+		for (k = 0; k < res->partitions[p].nmessages; k++)
+			guess += res->partitions[p].messages[k].frame.payload_len + 400;
+	if (guess < MaxAllocSize)
+		enlargeStringInfo(out, (int) guess);
+
+	appendStringInfoString(out, "{\"success\":true,\"queue\":");
+	escape_json(out, req->queue ? req->queue : "");
+	appendStringInfoString(out, ",\"partition\":");
+	queen_render_text(out, first ? first->partition : NULL);
+	appendStringInfoString(out, ",\"partitionId\":");
+	if (first)
+		queen_render_uuid(out, &first->partition_id);
+	else
+		appendStringInfoString(out, "null");
+	appendStringInfoString(out, ",\"leaseId\":");
+	escape_json(out, res->lease_id);
+	appendStringInfoString(out, ",\"consumerGroup\":");
+	escape_json(out, req->group);
+	appendStringInfoString(out, ",\"messages\":[");
+	for (p = 0; p < res->npartitions; p++)
+	{
+		const QueenPopPartition *part = &res->partitions[p];
+
+		for (k = 0; k < part->nmessages; k++)
+		{
+			if (any)
+				appendStringInfoChar(out, ',');
+			any = true;
+			queen_render_message(out, &part->messages[k], part, res->lease_id, req->group);
+		}
+	}
+	appendStringInfo(out, "],\"partitionsClaimed\":%d}", res->npartitions);
+}
