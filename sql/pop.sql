@@ -344,6 +344,34 @@ SELECT queen.delete_queue_v1('pop.floor')->'existed' AS existed;
 SELECT :floors_before - count(*) AS floors_removed FROM queen.consumer_watermarks;
 
 ------------------------------------------------------------------------------
+-- The candidates a wildcard pop draws are kept for the session's next pops
+-- (claim_scan.c): a list gone stale never hides what is pending.
+------------------------------------------------------------------------------
+SELECT count(*) FROM queen.push('[{"queue": "pop.cand", "partition": "a", "payload": 1},
+                                  {"queue": "pop.cand", "partition": "b", "payload": 2},
+                                  {"queue": "pop.cand", "partition": "c", "payload": 3}]');
+-- the draw finds a, b and c; this pop takes one of them
+SELECT count(*) AS first FROM queen.pop('pop.cand', max_partitions => 1, auto_ack => true);
+-- the other two are consumed behind the list's back, and d is written
+SELECT count(*) AS by_name FROM (
+  SELECT * FROM queen.pop('pop.cand', 'a', auto_ack => true) UNION ALL
+  SELECT * FROM queen.pop('pop.cand', 'b', auto_ack => true) UNION ALL
+  SELECT * FROM queen.pop('pop.cand', 'c', auto_ack => true)) x;
+SELECT count(*) FROM queen.push('pop.cand', '4', 'd');
+-- the listed ones have nothing: the pop draws afresh and finds d at once
+SELECT partition, payload FROM queen.pop('pop.cand', max_partitions => 1, auto_ack => true);
+-- a rolled back pop's partition is delivered again by this session
+SELECT count(*) FROM queen.push('[{"queue": "pop.cand", "partition": "e", "payload": 5},
+                                  {"queue": "pop.cand", "partition": "f", "payload": 6}]');
+BEGIN;
+SELECT count(*) AS rolled_back FROM queen.pop('pop.cand', max_partitions => 1, auto_ack => true);
+ROLLBACK;
+SELECT partition, payload FROM (
+  SELECT * FROM queen.pop('pop.cand', max_partitions => 1, auto_ack => true) UNION ALL
+  SELECT * FROM queen.pop('pop.cand', max_partitions => 1, auto_ack => true)) x ORDER BY 1;
+SELECT count(*) AS nothing_left FROM queen.pop('pop.cand', batch => 10, max_partitions => 0);
+
+------------------------------------------------------------------------------
 -- Privileges: pop runs with the caller's rights; a consuming role needs these
 -- (UPDATE on log_partitions because a first contact locks the partition row
 -- FOR KEY SHARE SKIP LOCKED rather than wait for a deletion)

@@ -10,6 +10,8 @@
  * Candidates are the partitions with something pending for the group and
  * no live lease, in random order, so concurrent consumers of one group
  * spread over different partitions instead of queueing on the same rows.
+ * A process keeps what one such query drew and hands it out over its next
+ * pops (QueenCandidates below), so a busy queue is not read whole per pop.
  * A queue's idle partitions are kept out of that query by a floor per
  * (queue, group) in queen.consumer_watermarks: every partition last written
  * before it had nothing pending and no lease for the group when the floor
@@ -36,6 +38,7 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/memutils.h"
 
 /* How often a group's floor is recomputed, and the slack it is used with. */
 #define QUEEN_FLOOR_RECHECK_USECS	(30 * USECS_PER_SEC)
@@ -323,8 +326,9 @@ queen_claim_floor(QueenClaim *c, const pg_uuid_t *queue_id)
  */
 
 /*
- * How many candidates to draw: enough that a pop finds its partitions
- * among those a concurrent consumer just took, few enough to stay cheap.
+ * How many cached candidates one pop tries before it draws afresh: enough
+ * that it finds its partitions among those a concurrent consumer just
+ * took, few enough that a list gone stale costs little.
  */
 static int32
 queen_claim_cap(int32 max_partitions)
@@ -335,80 +339,201 @@ queen_claim_cap(int32 max_partitions)
 }
 
 /*
- * Claim candidates of the given queues (their first-contact moments beside
- * them) written since floor, until the budget is spent or max_partitions
- * partitions delivered.
+ * A process's candidates for one (group, queues): the pending, lease-free
+ * partitions one scan found, in random order, handed out over the pops
+ * that follow, so a busy queue's pops do not each read every pending
+ * partition (on 1,000 pending partitions that scan was most of a pop's
+ * cost).  Only a hint: the claim locks and reads each partition as if it
+ * had just been found, so an entry another consumer took or emptied costs
+ * one skipped try.  Drawn again when used up, when older than
+ * QUEEN_CAND_TTL_USECS, and when a pop found nothing in it, so a partition
+ * written since is found by the next pop that has nothing else to deliver.
+ */
+#define QUEEN_CAND_SLOTS		32
+#define QUEEN_CAND_DRAW			1024
+#define QUEEN_CAND_TTL_USECS	(USECS_PER_SEC)
+
+typedef struct QueenCandidates
+{
+	MemoryContext cxt;			/* holds what follows; NULL: slot unused */
+	MemoryContext draw_cxt;		/* the targets, reset at each draw */
+	char	   *group;
+	pg_uuid_t  *qids;
+	int			nqueues;
+	TimestampTz drawn_at;
+	QueenClaimTarget *targets;
+	int			n;
+	int			next;			/* the first not yet handed out */
+} QueenCandidates;
+
+static QueenCandidates queen_candidates[QUEEN_CAND_SLOTS];
+
+/* The slot of (group, queues): theirs, else a free one, else the oldest. */
+static QueenCandidates *
+queen_candidates_slot(const char *group, Datum *qids, int nqueues)
+{
+	QueenCandidates *oldest = NULL;
+	int			i;
+	int			q;
+
+	for (i = 0; i < QUEEN_CAND_SLOTS; i++)
+	{
+		QueenCandidates *e = &queen_candidates[i];
+
+		if (e->cxt == NULL || e->nqueues != nqueues || strcmp(e->group, group) != 0)
+		{
+			if (oldest == NULL || e->cxt == NULL ||
+				(oldest->cxt != NULL && e->drawn_at < oldest->drawn_at))
+				oldest = e;
+			continue;
+		}
+		for (q = 0; q < nqueues; q++)
+			if (memcmp(&e->qids[q], DatumGetUUIDP(qids[q]), sizeof(pg_uuid_t)) != 0)
+				break;
+		if (q == nqueues)
+			return e;
+		if (oldest == NULL || (oldest->cxt != NULL && e->drawn_at < oldest->drawn_at))
+			oldest = e;
+	}
+
+	if (oldest->cxt == NULL)
+		oldest->cxt = AllocSetContextCreate(TopMemoryContext, "queen claim candidates",
+											ALLOCSET_SMALL_SIZES);
+	else
+		MemoryContextReset(oldest->cxt);
+	oldest->group = MemoryContextStrdup(oldest->cxt, group);
+	oldest->qids = MemoryContextAlloc(oldest->cxt, sizeof(pg_uuid_t) * nqueues);
+	for (q = 0; q < nqueues; q++)
+		oldest->qids[q] = *DatumGetUUIDP(qids[q]);
+	oldest->nqueues = nqueues;
+	oldest->draw_cxt = AllocSetContextCreate(oldest->cxt, "queen claim candidates draw",
+											 ALLOCSET_DEFAULT_SIZES);
+	oldest->targets = NULL;
+	oldest->n = oldest->next = 0;
+	oldest->drawn_at = DT_NOBEGIN;
+	return oldest;
+}
+
+/*
+ * Draw the candidates of the given queues written since the oldest of their
+ * floors, lease-free ones in random order; the earliest live lease among the
+ * pending ones is the retry hint, for when nothing can be claimed now.
  */
 static void
-queen_claim_candidates(QueenClaim *c, Datum *qids, TimestampTz floor,
-					   TimestampTz *subs, int nqueues)
+queen_candidates_draw(QueenClaim *c, QueenCandidates *e, Datum *qids, int nqueues)
 {
-	SPITupleTable *cands;
-	uint64		ncands;
+	TimestampTz floor = DT_NOEND;
 	Datum		values[5];
 	bool		isnull;
-	int			claimed = 0;
+	uint64		ncands;
 	uint64		i;
+	int			q;
+	MemoryContext old;
 
+	for (q = 0; q < nqueues; q++)
+		floor = Min(floor, queen_claim_floor(c, DatumGetUUIDP(qids[q])));
 	values[0] = queen_array_datum(qids, nqueues, UUIDOID);
 	values[1] = CStringGetTextDatum(c->req->group);
 	values[2] = TimestampTzGetDatum(c->now);
 	values[3] = TimestampTzGetDatum(floor);
-	values[4] = Int32GetDatum(queen_claim_cap(c->req->max_partitions));
+	values[4] = Int32GetDatum(QUEEN_CAND_DRAW);
 	ncands = queen_scan_run(SCAN_CANDIDATES, values, NULL, SPI_OK_SELECT);
-	cands = SPI_tuptable;		/* kept until SPI_finish: claims run statements */
-	if (ncands > 0)
+
+	MemoryContextReset(e->draw_cxt);
+	old = MemoryContextSwitchTo(e->draw_cxt);
+	e->targets = palloc(sizeof(QueenClaimTarget) * Max(ncands, 1));
+	e->n = e->next = 0;
+	e->drawn_at = c->now;
+	for (i = 0; i < ncands; i++)
 	{
-		Datum		lease_min = SPI_getbinval(cands->vals[0], cands->tupdesc, 10, &isnull);
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		QueenClaimTarget *t = &e->targets[e->n];
 
-		if (!isnull)
-			queen_claim_retry_hint(c, DatumGetTimestampTz(lease_min));
-	}
+		if (i == 0)
+		{
+			Datum		lease_min = SPI_getbinval(tuple, desc, 10, &isnull);
 
-	for (i = 0; i < ncands && c->budget > 0; i++)
-	{
-		HeapTuple	tuple = cands->vals[i];
-		TupleDesc	desc = cands->tupdesc;
-		QueenClaimTarget t;
-		int			q;
-
-		if (c->req->max_partitions > 0 && claimed >= c->req->max_partitions)
-			break;
+			if (!isnull)
+				queen_claim_retry_hint(c, DatumGetTimestampTz(lease_min));
+		}
 		if (DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull)))
 			break;				/* leased ones sort last */
-		memset(&t, 0, sizeof(t));
-		queen_get_uuid(tuple, desc, 1, &t.pid);
-		t.partition = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
-		queen_get_uuid(tuple, desc, 3, &t.queue_id);
-		t.queue = TextDatumGetCString(SPI_getbinval(tuple, desc, 4, &isnull));
-		t.last_offset = queen_get_int64(tuple, desc, 5);
-		t.delayed = queen_get_int32(tuple, desc, 6);
-		t.window = queen_get_int32(tuple, desc, 7);
-		t.lease_time = queen_get_int32(tuple, desc, 8);
-		for (q = 0; q < nqueues; q++)
+		memset(t, 0, sizeof(*t));
+		queen_get_uuid(tuple, desc, 1, &t->pid);
+		t->partition = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
+		queen_get_uuid(tuple, desc, 3, &t->queue_id);
+		t->queue = TextDatumGetCString(SPI_getbinval(tuple, desc, 4, &isnull));
+		t->last_offset = queen_get_int64(tuple, desc, 5);
+		t->delayed = queen_get_int32(tuple, desc, 6);
+		t->window = queen_get_int32(tuple, desc, 7);
+		t->lease_time = queen_get_int32(tuple, desc, 8);
+		e->n++;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Claim candidates of the given queues (their first-contact moments beside
+ * them) until the budget is spent or max_partitions partitions delivered:
+ * from the process's list while it lasts, drawing afresh at most once.
+ */
+static void
+queen_claim_candidates(QueenClaim *c, Datum *qids, TimestampTz *subs, int nqueues)
+{
+	QueenCandidates *e = queen_candidates_slot(c->req->group, qids, nqueues);
+	int32		cap = queen_claim_cap(c->req->max_partitions);
+	int32		tried = 0;
+	int			claimed = 0;
+	bool		drawn = false;
+
+	if (e->next >= e->n || e->drawn_at < c->now - QUEEN_CAND_TTL_USECS)
+	{
+		queen_candidates_draw(c, e, qids, nqueues);
+		drawn = true;
+	}
+	for (;;)
+	{
+		while (e->next < e->n && tried < cap && c->budget > 0 &&
+			   (c->req->max_partitions <= 0 || claimed < c->req->max_partitions))
 		{
-			if (memcmp(DatumGetUUIDP(qids[q]), &t.queue_id, sizeof(pg_uuid_t)) == 0)
+			/* a copy: the claim notes the subscription in it */
+			QueenClaimTarget t = e->targets[e->next++];
+			int			q;
+
+			tried++;
+			for (q = 0; q < nqueues; q++)
 			{
-				t.sub_known = true;
-				t.sub_from = subs[q];
-				break;
+				if (memcmp(DatumGetUUIDP(qids[q]), &t.queue_id, sizeof(pg_uuid_t)) == 0)
+				{
+					t.sub_known = true;
+					t.sub_from = subs[q];
+					break;
+				}
 			}
+			if (queen_claim_partition(c, &t) > 0)
+				claimed++;
 		}
-		if (queen_claim_partition(c, &t) > 0)
-			claimed++;
+		if (drawn || c->budget <= 0 ||
+			(c->req->max_partitions > 0 && claimed >= c->req->max_partitions) ||
+			(claimed > 0 && tried >= cap))
+			break;
+		/* the list ran out, or none of it had anything: draw afresh, once */
+		queen_candidates_draw(c, e, qids, nqueues);
+		drawn = true;
+		tried = 0;
 	}
 }
 
 /*
  * The wildcard (4.3) over the given queues: a named group's first contact
- * with each, the oldest of their floors, then the candidates of all of them.
+ * with each, then the candidates of all of them.
  */
 void
 queen_claim_wildcard(QueenClaim *c, const pg_uuid_t *queue_ids, int nqueues)
 {
 	Datum	   *qids = palloc(sizeof(Datum) * nqueues);
 	TimestampTz *subs = palloc(sizeof(TimestampTz) * nqueues);
-	TimestampTz floor = DT_NOEND;
 	int			n = 0;
 	int			i;
 
@@ -418,11 +543,10 @@ queen_claim_wildcard(QueenClaim *c, const pg_uuid_t *queue_ids, int nqueues)
 		if (!queen_claim_subscription(c, &queue_ids[i], &subs[n]))
 			continue;
 		qids[n] = UUIDPGetDatum(&queue_ids[i]);
-		floor = Min(floor, queen_claim_floor(c, &queue_ids[i]));
 		n++;
 	}
 	if (n > 0)
-		queen_claim_candidates(c, qids, floor, subs, n);
+		queen_claim_candidates(c, qids, subs, n);
 }
 
 /* The namespace/task route: the wildcard over every matching queue. */
