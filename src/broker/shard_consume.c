@@ -497,6 +497,17 @@ queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen, const char 
 }
 
 /*
+ * A shared transaction failed and its requests will run again one by one:
+ * nothing they counted or marked happened.
+ */
+void
+queen_shard_consume_discard(void)
+{
+	memset(&queen_consume_counts, 0, sizeof(queen_consume_counts));
+	queen_wake_forget();
+}
+
+/*
  * After the op's transaction: what it counted and made pending is real
  * only if it committed.
  */

@@ -3,8 +3,9 @@
  * shard_control.c
  *	  A fusion shard's control requests (health, configure, delete queue,
  *	  and the consumption requests of shard_consume.c):
- *	  queued as they arrive, each run in a transaction of its own between
- *	  bundles, and answered with a status and a JSON body.
+ *	  queued as they arrive, run between bundles (each in a transaction of
+ *	  its own, except consumption requests queued together, which share
+ *	  one), and answered with a status and a JSON body.
  *
  * The listeners hand control requests to the ready shards in turn; a
  * shard runs them between bundles, so they never hold up a bundle in
@@ -173,6 +174,107 @@ queen_shard_run_control(QueenControl *c)
 	MemoryContextReset(queen_control_run_cxt);
 }
 
+/*
+ * Consumption requests queued one behind another run in one transaction:
+ * one commit, one WAL flush for all of them, as a bundle is for pushes.
+ * Each op's effects are its own rows (a pop's leases, an ack's cursors), so
+ * sharing a commit changes only when they become visible.  If the shared
+ * transaction fails (one request's error, a deadlock), it rolled back
+ * whole, and each request runs again alone, so one bad request costs the
+ * others a second try and never their answer.  Bounded so that pushes
+ * waiting behind it are not held up long.
+ */
+#define QUEEN_CONSUME_BATCH		32
+
+typedef struct QueenConsumeBatch
+{
+	QueenControl *controls[QUEEN_CONSUME_BATCH];
+	QueenControlTx txs[QUEEN_CONSUME_BATCH];
+	int			n;
+} QueenConsumeBatch;
+
+static void
+queen_shard_consume_batch_body(void *arg)
+{
+	QueenConsumeBatch *b = (QueenConsumeBatch *) arg;
+	int			i;
+
+	for (i = 0; i < b->n; i++)
+	{
+		QueenControl *c = b->controls[i];
+
+		b->txs[i].status = queen_shard_consume(c->op, &c->tenant, c->arg, c->arglen,
+											   &b->txs[i].out);
+	}
+}
+
+static void
+queen_shard_control_free(QueenControl *c)
+{
+	pfree(c->arg);
+	pfree(c);
+}
+
+/* Run the consumption requests at the head of the queue together. */
+static void
+queen_shard_run_consume_batch(void)
+{
+	QueenConsumeBatch *b;
+	QueenTxResult result;
+	bool		ok;
+	int			i;
+	MemoryContext old = MemoryContextSwitchTo(queen_control_run_cxt);
+
+	b = palloc(sizeof(QueenConsumeBatch));
+	b->n = 0;
+	while (queen_controls != NIL && b->n < QUEEN_CONSUME_BATCH &&
+		   QUEEN_CONTROL_CONSUMES(((QueenControl *) linitial(queen_controls))->op))
+	{
+		QueenControl *c = (QueenControl *) linitial(queen_controls);
+
+		queen_controls = list_delete_first(queen_controls);
+		b->controls[b->n] = c;
+		b->txs[b->n].c = c;
+		b->txs[b->n].status = 500;
+		initStringInfo(&b->txs[b->n].out);
+		b->n++;
+	}
+	pgstat_report_activity(STATE_RUNNING, "queen: consumption requests");
+	ok = queen_worker_transact("consumption requests", queen_control_who,
+							   queen_shard_consume_batch_body, b, &result);
+	if (!ok)
+	{
+		QueenControl *controls[QUEEN_CONSUME_BATCH];
+		int			n = b->n;
+
+		queen_shard_consume_discard();
+		memcpy(controls, b->controls, sizeof(QueenControl *) * n);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(queen_control_run_cxt);
+		for (i = 0; i < n; i++)
+		{
+			queen_shard_run_control(controls[i]);
+			queen_shard_control_free(controls[i]);
+		}
+		return;
+	}
+
+	for (i = 0; i < b->n; i++)
+		if (b->controls[i]->op == QUEEN_CONTROL_POP && b->txs[i].status == 200 &&
+			queen_test_fault("shard_error_after_pop_commit"))
+			elog(ERROR, "queen.test_fault: a shard fails between a pop's COMMIT and its answer");
+	/* counted and woken only once committed, before the clients hear of it */
+	queen_shard_consume_done(true);
+	for (i = 0; i < b->n; i++)
+	{
+		queen_answer_reply(b->controls[i]->listener, b->controls[i]->request,
+						   b->txs[i].status, b->txs[i].out.data, b->txs[i].out.len);
+		queen_shard_control_free(b->controls[i]);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(queen_control_run_cxt);
+}
+
 /* Run every queued control request, oldest first; true if there was one. */
 bool
 queen_shard_run_controls(void)
@@ -183,10 +285,15 @@ queen_shard_run_controls(void)
 	{
 		QueenControl *c = (QueenControl *) linitial(queen_controls);
 
-		queen_controls = list_delete_first(queen_controls);
-		queen_shard_run_control(c);
-		pfree(c->arg);
-		pfree(c);
+		if (QUEEN_CONTROL_CONSUMES(c->op) && list_length(queen_controls) > 1 &&
+			QUEEN_CONTROL_CONSUMES(((QueenControl *) lsecond(queen_controls))->op))
+			queen_shard_run_consume_batch();
+		else
+		{
+			queen_controls = list_delete_first(queen_controls);
+			queen_shard_run_control(c);
+			queen_shard_control_free(c);
+		}
 		ran = true;
 	}
 	return ran;
