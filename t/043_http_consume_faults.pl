@@ -62,5 +62,54 @@ is($s, 200, 'the committed lease expired and the message is delivered again');
 is($res->{messages}[0]{deliveryAttempt}, 2, 'as a second attempt');
 ok(metric($port, 'queen_lease_expiries_total') >= 1, 'the expiry is counted');
 
+# ---- consumption requests that share a transaction --------------------------------
+# Pops queued in one shard run in one transaction; when it fails, each runs
+# again alone, so one pop's failure costs the others a second try and never
+# their answer, and nothing the failed transaction did is delivered.  A push
+# held on a row lock keeps the queue's shard busy while the pops queue up.
+my $q = 'cfb';
+my $home = shard_of($q, '', 2);
+my ($blocker) = grep { shard_of($q, $_, 2) == $home } map { "b$_" } 1 .. 100;
+push_items($port, { queue => $q, partition => $blocker, payload => 0, transactionId => 'b0' });
+($s) = pop($port, "/api/v1/pop/queue/$q/partition/$blocker?autoAck=true");
+is($s, 200, 'the blocking partition has a cursor and nothing pending');
+push_items($port,
+	map { { queue => $q, partition => 'w' . ($_ % 8), payload => $_, transactionId => "w$_" } } 1 .. 40);
+
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN');
+$locker->query_safe(qq{
+	SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+	 WHERE q.name = '$q' AND p.name = '$blocker' FOR UPDATE OF p});
+my $held = send_request($port, 'POST', '/api/v1/push',
+	{ items => [ { queue => $q, partition => $blocker, payload => 1, transactionId => 'b1' } ] });
+ok(wait_for(sub { shards_waiting_on_lock($node) >= 1 }, 30), "a push holds the queue's shard on a row lock");
+my $pops0 = metric($port, 'queen_process_pop_requests_total');
+my $shared0 = metric($port, 'queen_consume_shared_failures_total');
+set_fault('pop_error_before_commit');
+my @socks = map { send_request($port, 'GET', "/api/v1/pop/queue/$q?batch=5&autoAck=true") } 1 .. 8;
+ok(wait_for(sub { metric($port, 'queen_process_pop_requests_total') >= $pops0 + 8 }, 30),
+	'eight pops wait behind it');
+$locker->query_safe('COMMIT');
+$locker->quit;
+my @answers = map { [ read_response($_, 60) ] } @socks;
+is((read_response($held, 60))[0], 201, 'the held push is answered once the lock goes');
+ok(fired('pop_error_before_commit'), 'a pop of the shared transaction failed');
+set_fault('');
+is(metric($port, 'queen_consume_shared_failures_total'), $shared0 + 1,
+	'the shared transaction failed once');
+is_deeply([ sort { $a <=> $b } map { $_->[0] } @answers ], [ (200) x 8 ],
+	'every pop was answered 200: each ran again alone');
+my %seen;
+$seen{$_}++ for map { my $r = $_->[1]; map { $_->{transactionId} } @{ $r->{messages} // [] } } @answers;
+for (1 .. 20)
+{
+	my ($st, $res) = pop($port, "/api/v1/pop/queue/$q?batch=100&partitions=100&autoAck=true");
+	last if $st == 204;
+	$seen{$_}++ for map { $_->{transactionId} } @{ $res->{messages} };
+}
+is_deeply(\%seen, { b1 => 1, map { ("w$_" => 1) } 1 .. 40 },
+	'every message is delivered once: nothing of the failed transaction was');
+
 $node->stop;
 done_testing();

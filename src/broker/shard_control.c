@@ -248,6 +248,7 @@ queen_shard_run_consume_batch(void)
 		int			n = b->n;
 
 		queen_shard_consume_discard();
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.consume_shared_failed, 1);
 		memcpy(controls, b->controls, sizeof(QueenControl *) * n);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(queen_control_run_cxt);
