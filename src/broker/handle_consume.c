@@ -11,9 +11,10 @@
  * runs it through the consumption core and renders the body
  * (shard_consume.c).  Where a request goes: a pop of one partition to the
  * shard that owns it (as pushes do); a pop of a queue's partitions to the
- * shard of the queue, so one queue's pops meet in one process; a discovery
- * pop by its namespace and task; an ack to the shard of its first item's
- * partition id; the rest in turn.  A pop that delivers nothing may park
+ * shards in turn, so a busy queue's pops run in every process at once
+ * (they claim with SKIP LOCKED, so they never wait for each other); a
+ * discovery pop by its namespace and task; an ack to the shard of its
+ * first item's partition id; the rest in turn.  A pop that delivers nothing may park
  * (longpoll.c).
  *
  * What a handler builds lives in the listener's memory of the loop's turn,
@@ -175,10 +176,11 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 
 	if (queue != NULL)
 	{
-		/* one partition: its owner; a queue's partitions: the queue's shard */
-		shard = queen_shard_of(&queen_listener_tenant, queue, qlen,
-							   partition ? partition : "", partition ? plen : 0,
-							   queen_broker->nshards);
+		/* one partition: its owner; a queue's partitions: any shard, in turn */
+		shard = partition != NULL ?
+			queen_shard_of(&queen_listener_tenant, queue, qlen, partition, plen,
+						   queen_broker->nshards) :
+			Max(queen_listener_pick_shard(), 0);
 		slot = queen_wake_slot(&queen_listener_tenant, queue, qlen);
 	}
 	else
