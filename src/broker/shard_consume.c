@@ -137,36 +137,47 @@ queen_render_ack_item(StringInfo out, int index, QueenWireText txn, bool success
  * on them may now get a redelivery or the next batch.  Marked here, in the
  * ack's transaction, published after its COMMIT.
  */
+static int
+queen_uuid_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(pg_uuid_t));
+}
+
 static void
 queen_consume_wake_released(const QueenAckItem *items, int n)
 {
-	Datum	   *ids = palloc(sizeof(Datum) * n);
+	pg_uuid_t  *ids = palloc(sizeof(pg_uuid_t) * n);
 	int			nids = 0;
-	Oid			types[1] = {UUIDARRAYOID};
-	Datum		values[1];
+	Oid			types[1] = {UUIDOID};
 	SPIPlanPtr	plan;
-	uint64		row;
 	int			i;
 
 	for (i = 0; i < n; i++)
 		if (items[i].lease_released)
-			ids[nids++] = UUIDPGetDatum(&items[i].partition_id);
+			ids[nids++] = items[i].partition_id;
 	if (nids == 0)
 		return;
+	qsort(ids, nids, sizeof(pg_uuid_t), queen_uuid_cmp);
 	queen_spi_connect();
+	/* one primary-key lookup per partition: = ANY over a few ids was planned as a scan of all */
 	plan = queen_plan_once(&queen_released_plan,
 						   "SELECT q.tenant_id, q.name FROM queen.log_partitions p"
-						   " JOIN queen.queues q ON q.id = p.queue_id WHERE p.id = ANY($1)",
+						   " JOIN queen.queues q ON q.id = p.queue_id WHERE p.id = $1",
 						   1, types, false);
-	values[0] = queen_array_datum(ids, nids, UUIDOID);
-	queen_exec(plan, values, SPI_OK_SELECT, "looking up the queues of released leases");
-	for (row = 0; row < SPI_processed; row++)
+	for (i = 0; i < nids; i++)
 	{
-		HeapTuple	tuple = SPI_tuptable->vals[row];
+		Datum		values[1];
 		pg_uuid_t	tenant;
-		char	   *name = SPI_getvalue(tuple, SPI_tuptable->tupdesc, 2);
+		char	   *name;
 
-		queen_get_uuid(tuple, SPI_tuptable->tupdesc, 1, &tenant);
+		if (i > 0 && memcmp(&ids[i], &ids[i - 1], sizeof(pg_uuid_t)) == 0)
+			continue;
+		values[0] = UUIDPGetDatum(&ids[i]);
+		queen_exec(plan, values, SPI_OK_SELECT, "looking up the queue of a released lease");
+		if (SPI_processed == 0)
+			continue;			/* deleted since */
+		name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		queen_get_uuid(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &tenant);
 		queen_wake_mark(&tenant, name, strlen(name));
 	}
 	SPI_finish();
