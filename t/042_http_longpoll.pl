@@ -45,10 +45,12 @@ my ($s, $held) = pop($port, '/api/v1/pop/queue/lp.r/partition/only?leaseSeconds=
 is($s, 200, 'consumer A holds the partition under a 300 s lease');
 $sock = send_request($port, 'GET', '/api/v1/pop/queue/lp.r/partition/only?wait=true&timeout=60000');
 ok(wait_for(sub { parked() == 1 }), 'consumer B parks behind the lease');
+my $wakes = metric($port, 'queen_ack_wakes_total');
 my ($as, $ack) = ack_batch($port, undef,
 	{ transactionId => 'r1', partitionId => $held->{partitionId}, leaseId => $held->{leaseId},
 	  status => 'retry' });
 ok($ack->[0]{leaseReleased}, 'A gives the message back');
+is(metric($port, 'queen_ack_wakes_total'), $wakes + 1, "and the ack wakes lp.r's parked pops");
 ($status, $res) = read_response($sock, 50);
 is($status, 200, 'B is answered long before the lease would have expired');
 is($res->{messages}[0]{transactionId}, 'r1', 'with the message A gave back');

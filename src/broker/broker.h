@@ -130,6 +130,7 @@ typedef struct QueenMetrics
 	pg_atomic_uint64 dlq_filed;	/* messages filed as dead letters by acks */
 	pg_atomic_uint64 lease_extensions;	/* leases renewed (partitions) */
 	pg_atomic_uint64 consume_shared_failed; /* shared transactions run again one by one */
+	pg_atomic_uint64 ack_wakes;	/* queues woken by acks that released a lease */
 	pg_atomic_uint32 parked[QUEEN_MAX_LISTENERS];	/* pops parked per listener */
 } QueenMetrics;
 

@@ -148,6 +148,9 @@ queen_metrics_render_consume(StringInfo out, QueenMetrics *m)
 	queen_metric_u64(out, "queen_lease_extensions_total", "counter",
 					 "Partition leases renewed by lease extensions.",
 					 pg_atomic_read_u64(&m->lease_extensions));
+	queen_metric_u64(out, "queen_ack_wakes_total", "counter",
+					 "Queues whose parked pops were woken because an ack released a lease on them.",
+					 pg_atomic_read_u64(&m->ack_wakes));
 	queen_metric_u64(out, "queen_consume_shared_failures_total", "counter",
 					 "Shared transactions of consumption requests that failed; each of their requests then ran alone.",
 					 pg_atomic_read_u64(&m->consume_shared_failed));
