@@ -43,11 +43,7 @@ is_deeply([ map { $_->{status} } @{ $r // [] } ], [qw(queued queued)],
 is(metric($port, 'queen_push_permits_limit'), 1, 'the pool has one permit');
 
 # ---- shard 0 holds the only permit ---------------------------------------------
-my $holder = $node->background_psql('postgres');
-$holder->query_safe('BEGIN');
-$holder->query_safe(qq{
-	SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-	 WHERE q.name = 'perm' AND p.name = '$pa' FOR UPDATE OF p});
+my $holder = hold_partition_lock($node, 'perm', $pa);
 my $held = send_request($port, 'POST', '/api/v1/push',
 	{ items => [ { queue => 'perm', partition => $pa, payload => 1, transactionId => 'a1' } ] });
 ok(wait_for(sub { shards_waiting_on_lock($node) == 1 }, 60),

@@ -76,11 +76,7 @@ is($s, 200, 'the blocking partition has a cursor and nothing pending');
 push_items($port,
 	map { { queue => $q, partition => 'w' . ($_ % 8), payload => $_, transactionId => "w$_" } } 1 .. 40);
 
-my $locker = $node->background_psql('postgres');
-$locker->query_safe('BEGIN');
-$locker->query_safe(qq{
-	SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-	 WHERE q.name = '$q' AND p.name = '$blocker' FOR UPDATE OF p});
+my $locker = hold_partition_lock($node, $q, $blocker);
 my $held = send_request($port, 'POST', '/api/v1/push',
 	{ items => [ { queue => $q, partition => $blocker, payload => 1, transactionId => 'b1' } ] });
 ok(wait_for(sub { shards_waiting_on_lock($node) >= 1 }, 30), "a push holds the queue's shard on a row lock");

@@ -23,7 +23,7 @@ our @EXPORT = qw(start_broker http_request http_json push_items wait_for
   run_load stored_frames stored_count buffer_status set_maintenance
   get_maintenance spool_files process_alive last_listener_pid
   verify_acknowledged send_request read_response shard_of
-  shards_waiting_on_lock segments_per_transaction pop ack_batch
+  shards_waiting_on_lock hold_partition_lock segments_per_transaction pop ack_batch
   set_test_fault test_fault_fired);
 
 my $json = JSON::PP->new->canonical;
@@ -442,6 +442,19 @@ sub shard_of
 		$h->bxor($c)->bmul($prime)->band($mask);
 	}
 	return $h->bmod($nshards)->numify;
+}
+
+# A background session that holds the row lock of $queue's partition
+# $partition, in an open transaction, until its caller sends COMMIT.
+sub hold_partition_lock
+{
+	my ($node, $queue, $partition) = @_;
+	my $s = $node->background_psql('postgres');
+	$s->query_safe('BEGIN');
+	$s->query_safe(qq{
+		SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE q.name = '$queue' AND p.name = '$partition' FOR UPDATE OF p});
+	return $s;
 }
 
 # Number of fusion shards waiting for a heavyweight lock (a row lock that a
