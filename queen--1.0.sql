@@ -560,3 +560,28 @@ AS 'MODULE_PATHNAME', 'queen_dlq_list_sql'
 LANGUAGE C STABLE;
 COMMENT ON FUNCTION queen._dlq_list(text, text, text, timestamptz, timestamptz, integer, bigint) IS
 'Internal, for tests: the dead-letter listing of GET /api/v1/dlq.';
+
+-- Consumer lag: per queue and consumer group (queue mode is __QUEUE_MODE__),
+-- the messages not yet acknowledged and the partitions that hold them.  A
+-- group counts on a queue once it has a cursor there; its partitions
+-- without one yet count from the start of what is retained, as its first
+-- pop would read them.  The broker samples it into
+-- queen_consumer_lag_messages (queen.consumer_lag_interval).
+CREATE VIEW queen.consumer_lag AS
+WITH groups AS (
+	SELECT DISTINCT p.queue_id, c.consumer_group
+	  FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+)
+SELECT q.tenant_id, q.name AS queue, g.consumer_group,
+	   count(*) FILTER (WHERE x.pending > 0) AS partitions_pending,
+	   coalesce(sum(x.pending), 0)::bigint AS messages_pending
+  FROM groups g
+  JOIN queen.queues q ON q.id = g.queue_id
+  JOIN queen.log_partitions p ON p.queue_id = g.queue_id
+  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = g.consumer_group
+ CROSS JOIN LATERAL (
+	SELECT GREATEST(p.last_offset - GREATEST(coalesce(c.committed, -1), p.log_start - 1), 0) AS pending
+ ) x
+ GROUP BY q.tenant_id, q.name, g.consumer_group;
+COMMENT ON VIEW queen.consumer_lag IS
+'Per queue and consumer group: messages not yet acknowledged (messages_pending) and the partitions holding them.';

@@ -372,6 +372,24 @@ SELECT partition, payload FROM (
 SELECT count(*) AS nothing_left FROM queen.pop('pop.cand', batch => 10, max_partitions => 0);
 
 ------------------------------------------------------------------------------
+-- queen.consumer_lag: what each consumer group has not acknowledged yet
+------------------------------------------------------------------------------
+SELECT count(*) FROM queen.push('[{"queue": "pop.lag", "partition": "a", "payload": 1},
+                                  {"queue": "pop.lag", "partition": "a", "payload": 2},
+                                  {"queue": "pop.lag", "partition": "b", "payload": 3}]');
+-- nobody has consumed: no group is listed
+SELECT count(*) AS groups FROM queen.consumer_lag WHERE queue = 'pop.lag';
+-- queue mode takes one message of a; g-lag takes both of a, leased
+SELECT count(*) FROM queen.pop('pop.lag', 'a', auto_ack => true);
+SELECT count(*) FROM queen.pop('pop.lag', 'a', 'g-lag', batch => 10);
+-- queue mode: a's second and b's (no cursor yet: from its start); g-lag: leased is not acknowledged
+SELECT consumer_group, partitions_pending, messages_pending
+  FROM queen.consumer_lag WHERE queue = 'pop.lag' ORDER BY 1;
+SELECT count(*) FROM queen.pop('pop.lag', 'b', 'g-lag', auto_ack => true);
+SELECT consumer_group, partitions_pending, messages_pending
+  FROM queen.consumer_lag WHERE queue = 'pop.lag' AND consumer_group = 'g-lag';
+
+------------------------------------------------------------------------------
 -- Privileges: pop runs with the caller's rights; a consuming role needs these
 -- (UPDATE on log_partitions because a first contact locks the partition row
 -- FOR KEY SHARE SKIP LOCKED rather than wait for a deletion)

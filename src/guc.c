@@ -58,6 +58,7 @@ int			queen_push_permits_max = 8;
 char	   *queen_spool_directory = NULL;
 int			queen_push_statement_timeout_ms = 30000;
 bool		queen_maintenance_mode_setting = false;
+int			queen_consumer_lag_interval_s = 10;
 char	   *queen_test_fault_setting = NULL;
 
 /* parsed form of queen.tenant, kept by the assign hook */
@@ -386,6 +387,15 @@ queen_define_delivery_gucs(GucContext fixed_at_start)
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.consumer_lag_interval",
+							"How often the broker samples queen.consumer_lag for queen_consumer_lag_messages.",
+							"One shard reads the view between bundles, at most this often. 0 stops the sampling.",
+							&queen_consumer_lag_interval_s,
+							10, 0, 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
 
 	/* for the TAP tests only (worker.c, queen_test_fault); not in the sample file */
 	DefineCustomStringVariable("queen.test_fault",

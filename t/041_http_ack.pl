@@ -12,7 +12,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use QueenHTTP;
 
-my ($node, $port) = start_broker(name => 'ack');
+my ($node, $port) = start_broker(name => 'ack', extra => "queen.consumer_lag_interval = 1\n");
 
 sub ack_one
 {
@@ -167,6 +167,22 @@ ok(metric($port, 'queen_ack_items_total{result="failed"}') >= 3, 'items not appl
 is(metric($port, 'queen_dlq_filed_total'), 1, 'the dead letter is counted');
 ok(metric($port, 'queen_lease_extensions_total') >= 2, 'lease extensions are counted');
 ok(metric($port, 'queen_process_ack_requests_total') >= 6, 'ack requests are counted');
+
+# ---- consumer lag on /metrics (sampled every second here) -------------------------
+push_items($port,
+	map { { queue => 'lag.q', partition => 'p' . ($_ % 2), transactionId => "lag$_", payload => $_ } } 1 .. 5);
+my $labels = '{tenant="00000000-0000-0000-0000-000000000001",queue="lag.q",group="__QUEUE_MODE__"}';
+my $lag = sub { return metric($port, "queen_consumer_lag_$_[0]$labels") // -1; };
+my ($ls, $lpop) = pop($port, '/api/v1/pop/queue/lag.q/partition/p1?batch=10');
+is(scalar @{ $lpop->{messages} }, 3, 'a consumer holds p1\'s three messages under a lease');
+ok(wait_for(sub { $lag->('messages') == 5 }, 60), 'the lag counts all five: leased is not acknowledged');
+is($lag->('partitions'), 2, 'in two partitions');
+ack_batch($port, undef,
+	map { { transactionId => $_->{transactionId}, partitionId => $lpop->{partitionId},
+			leaseId => $lpop->{leaseId} } } @{ $lpop->{messages} });
+ok(wait_for(sub { $lag->('messages') == 2 }, 60), 'two once the three are acknowledged');
+is($lag->('partitions'), 1, 'in one partition');
+ok(metric($port, 'queen_consumer_lag_age_seconds') < 60, 'the sample is recent');
 
 is_deeply([ log_crashes($node) ], [], 'nothing crashed');
 $node->stop;

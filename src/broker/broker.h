@@ -61,6 +61,7 @@ extern int	queen_fusion_shards;
 extern int	queen_bundle_max;
 extern int	queen_fusion_shards_effective(void);
 extern int	queen_fusion_hold_ms;
+extern int	queen_consumer_lag_interval_s;
 extern int	queen_fusion_min_frames;
 extern int	queen_fusion_frames;
 extern int	queen_max_body_bytes;
@@ -206,6 +207,32 @@ typedef struct QueenSpoolShared
 	pg_atomic_uint32 active_items[QUEEN_MAX_SHARDS];	/* in each shard's open file */
 } QueenSpoolShared;
 
+/*
+ * Consumer lag, sampled from the view queen.consumer_lag by shard 0 every
+ * queen.consumer_lag_interval seconds (shard_consume.c), most lagging
+ * first, for /metrics.  seq is odd while the shard writes; a reader copies
+ * and retries if seq moved.
+ */
+#define QUEEN_LAG_ENTRIES		256
+
+typedef struct QueenLagEntry
+{
+	pg_uuid_t	tenant;
+	char		queue[QUEEN_MAX_NAME_BYTES + 1];
+	char		group[QUEEN_MAX_NAME_BYTES + 1];
+	int64		partitions;
+	int64		messages;
+} QueenLagEntry;
+
+typedef struct QueenLagShared
+{
+	pg_atomic_uint64 seq;
+	TimestampTz sampled_at;		/* 0: not yet */
+	int			n;
+	bool		truncated;		/* more (queue, group) pairs than entries */
+	QueenLagEntry entries[QUEEN_LAG_ENTRIES];
+} QueenLagShared;
+
 typedef struct QueenBrokerShared
 {
 	int			nlisteners;
@@ -217,6 +244,7 @@ typedef struct QueenBrokerShared
 	QueenPermitPool permits;
 	QueenSpoolShared spool;
 	QueenWakeShared wake;
+	QueenLagShared lag;
 	pg_atomic_uint32 test_fault_fired;	/* queen.test_fault: fired once per value */
 	/* ring offsets from the start of this struct */
 	Size		submit_off[QUEEN_MAX_LISTENERS][QUEEN_MAX_SHARDS];

@@ -156,6 +156,91 @@ queen_metrics_render_consume(StringInfo out, QueenMetrics *m)
 					 pg_atomic_read_u64(&m->consume_shared_failed));
 }
 
+/* A Prometheus label value: backslash, double quote and newline escaped. */
+static void
+queen_metric_label(StringInfo out, const char *name, const char *value)
+{
+	const char *c;
+
+	appendStringInfo(out, "%s=\"", name);
+	for (c = value; *c; c++)
+	{
+		if (*c == '\\' || *c == '"')
+			appendStringInfoChar(out, '\\');
+		if (*c == '\n')
+			appendStringInfoString(out, "\\n");
+		else
+			appendStringInfoChar(out, *c);
+	}
+	appendStringInfoChar(out, '"');
+}
+
+/*
+ * The last consumer-lag sample (shard_consume.c), copied out under its
+ * sequence count so a sample being written is never rendered half.
+ */
+static void
+queen_metrics_render_lag(StringInfo out)
+{
+	QueenLagShared *lag = &queen_broker->lag;
+	QueenLagEntry *rows = palloc(sizeof(QueenLagEntry) * QUEEN_LAG_ENTRIES);
+	TimestampTz sampled_at;
+	bool		truncated;
+	uint64		seq;
+	int			n;
+	int			i;
+	int			k;
+
+	for (;;)
+	{
+		seq = pg_atomic_read_u64(&lag->seq);
+		if (seq % 2 == 1)
+		{
+			pg_usleep(1000L);
+			continue;
+		}
+		pg_read_barrier();
+		n = lag->n;
+		truncated = lag->truncated;
+		sampled_at = lag->sampled_at;
+		memcpy(rows, lag->entries, sizeof(QueenLagEntry) * n);
+		pg_read_barrier();
+		if (pg_atomic_read_u64(&lag->seq) == seq)
+			break;
+	}
+
+	queen_metric_real(out, "queen_consumer_lag_age_seconds", "gauge",
+					  "Seconds since the consumer lag was sampled (queen.consumer_lag_interval); -1 before the first sample.",
+					  1, sampled_at == 0 ? -1.0 :
+					  (double) (GetCurrentTimestamp() - sampled_at) / USECS_PER_SEC);
+	queen_metric_u64(out, "queen_consumer_lag_truncated", "gauge",
+					 "1 when more (queue, group) pairs lag than the 256 most lagging listed.",
+					 truncated ? 1 : 0);
+	for (k = 0; k < 2; k++)
+	{
+		const char *name = k == 0 ? "queen_consumer_lag_messages" : "queen_consumer_lag_partitions";
+
+		queen_metric(out, name, "gauge", k == 0 ?
+					 "Messages not yet acknowledged, per queue and consumer group (queue mode: __QUEUE_MODE__), at the last sample." :
+					 "Partitions holding messages not yet acknowledged, per queue and consumer group, at the last sample.");
+		for (i = 0; i < n; i++)
+		{
+			char		tenant[UUID_LEN * 2 + 5];
+
+			queen_uuid_format(&rows[i].tenant, tenant);
+			appendStringInfo(out, "%s{", name);
+			queen_metric_label(out, "tenant", tenant);
+			appendStringInfoChar(out, ',');
+			queen_metric_label(out, "queue", rows[i].queue);
+			appendStringInfoChar(out, ',');
+			queen_metric_label(out, "group", rows[i].group);
+			appendStringInfo(out, "} " INT64_FORMAT "\n",
+							 k == 0 ? rows[i].messages : rows[i].partitions);
+		}
+	}
+	pfree(rows);
+}
+
 /*
  * The spool and maintenance mode.  The first line is the last sample of
  * queen_push_frames_total (so the family's samples stay apart, as they
@@ -290,6 +375,7 @@ queen_metrics_render(StringInfo out)
 	queen_metrics_render_spool(out);
 	queen_metrics_render_bundles(out, m, rtts, nrtt);
 	queen_metrics_render_consume(out, m);
+	queen_metrics_render_lag(out);
 
 	queen_metric_u64(out, "queen_push_permits_limit", "gauge",
 					 "Current limit of the shared push permit pool.",

@@ -546,3 +546,65 @@ queen_shard_consume_done(bool committed)
 	pg_atomic_fetch_add_u64(&m->ack_failed, c->failed);
 	memset(c, 0, sizeof(*c));
 }
+
+/* ----------------------------------------------------------------
+ *		Consumer lag, for /metrics (shard 0, every
+ *		queen.consumer_lag_interval seconds)
+ * ----------------------------------------------------------------
+ */
+
+static SPIPlanPtr queen_lag_plan = NULL;
+
+static void
+queen_consume_lag_body(void *arg)
+{
+	QueenLagShared *lag = &queen_broker->lag;
+	QueenLagEntry *rows = palloc0(sizeof(QueenLagEntry) * QUEEN_LAG_ENTRIES);
+	SPIPlanPtr	plan;
+	uint64		found;
+	int			n;
+	int			i;
+
+	(void) arg;
+	pgstat_report_activity(STATE_RUNNING, "queen: consumer lag");
+	queen_spi_connect();
+	plan = queen_plan_once(&queen_lag_plan,
+						   "SELECT tenant_id, queue, consumer_group, partitions_pending, messages_pending"
+						   "  FROM queen.consumer_lag"
+						   " ORDER BY messages_pending DESC, queue, consumer_group"
+						   " LIMIT " CppAsString2(QUEEN_LAG_ENTRIES) " + 1",
+						   0, NULL, false);
+	queen_exec(plan, NULL, SPI_OK_SELECT, "sampling the consumer lag");
+	found = SPI_processed;
+	n = (int) Min(found, QUEEN_LAG_ENTRIES);
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	tuple = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+
+		queen_get_uuid(tuple, desc, 1, &rows[i].tenant);
+		strlcpy(rows[i].queue, SPI_getvalue(tuple, desc, 2), sizeof(rows[i].queue));
+		strlcpy(rows[i].group, SPI_getvalue(tuple, desc, 3), sizeof(rows[i].group));
+		rows[i].partitions = queen_get_int64(tuple, desc, 4);
+		rows[i].messages = queen_get_int64(tuple, desc, 5);
+	}
+	SPI_finish();
+
+	/* nothing below can fail: a reader never sees seq stay odd */
+	pg_atomic_fetch_add_u64(&lag->seq, 1);
+	pg_write_barrier();
+	memcpy(lag->entries, rows, sizeof(QueenLagEntry) * n);
+	lag->n = n;
+	lag->truncated = found > (uint64) n;
+	lag->sampled_at = GetCurrentTimestamp();
+	pg_write_barrier();
+	pg_atomic_fetch_add_u64(&lag->seq, 1);
+}
+
+void
+queen_shard_sample_lag(void)
+{
+	QueenTxResult result;
+
+	(void) queen_worker_transact("consumer lag", "shard 0", queen_consume_lag_body, NULL, &result);
+}

@@ -119,6 +119,7 @@ queen_shmem_startup(void)
 		pg_atomic_init_u64(&queen_broker->metrics.exec_us, 0);
 		pg_atomic_init_u64(&queen_broker->metrics.commit_us, 0);
 		pg_atomic_init_u64(&queen_broker->metrics.started_at, (uint64) GetCurrentTimestamp());
+		pg_atomic_init_u64(&queen_broker->lag.seq, 0);
 		/* the zeroed struct is a valid start for the spool's atomics */
 		pg_atomic_init_u32(&queen_broker->spool.db_healthy, 1);
 		queen_layout_fill();
