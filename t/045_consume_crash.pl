@@ -6,6 +6,7 @@
 #  (0) no crash: every message answered queued is delivered exactly once,
 #      in order, and acknowledged;
 #  (a) a shard is SIGKILLed mid-load;
+#  (c) a listener is SIGKILLed mid-load;
 #  (b) the postmaster is SIGKILLed mid-load and the cluster started again.
 # After each crash a drain pass consumes what is left (leases the crash cut
 # short expire and redeliver).  Then: no message answered queued is lost;
@@ -175,6 +176,24 @@ is($ra->{lost}, 0, '(a) every message answered queued is delivered');
 is($ra->{order_bad}, 0, '(a) first deliveries keep each producer\'s order per partition');
 is($ra->{unknown}, 0, '(a) nothing delivered that was answered other than queued');
 
+# ---- (c) SIGKILL a listener ---------------------------------------------------------------
+# its connections, parked pops and requests in flight go with it; the
+# postmaster restarts every process, as for a shard
+my ($pc, $cc) = phase('cqc', 8, sub {
+	my $listener = last_listener_pid($node);
+	ok(process_alive($listener), '(c) the listener is running');
+	my $before = count_matches($reinit);
+	kill 'KILL', $listener;
+	ok(wait_for(sub { count_matches($reinit) > $before }, 60), '(c) the postmaster reinitialised');
+	ok(wait_healthy($port, 90), '(c) /health is 200 again');
+});
+my $rc = check('cqc', drain('cqc'));
+diag('(c) ' . join(', ', map { "$_=$rc->{$_}" } sort keys %$rc));
+cmp_ok($rc->{queued}, '>', 200, '(c) messages were queued');
+is($rc->{lost}, 0, '(c) every message answered queued is delivered');
+is($rc->{order_bad}, 0, '(c) first deliveries keep each producer\'s order per partition');
+is($rc->{unknown}, 0, '(c) nothing delivered that was answered other than queued');
+
 # ---- (b) SIGKILL the postmaster ---------------------------------------------------------
 my ($pb, $cb) = phase('cqb', 8, sub {
 	open(my $pidfh, '<', $node->data_dir . '/postmaster.pid') or die "postmaster.pid: $!";
@@ -199,7 +218,7 @@ is($rb->{lost}, 0, '(b) every message answered queued is delivered');
 is($rb->{order_bad}, 0, '(b) first deliveries keep each producer\'s order per partition');
 is($rb->{unknown}, 0, '(b) nothing delivered that was answered other than queued');
 
-# the one shard killed in (a), and (b)'s processes that saw their postmaster go
+# the shard killed in (a), the listener killed in (c), and (b)'s processes that saw their postmaster go
 my @bad = grep { !/was terminated by signal 9/ } log_crashes($node);
 is_deeply(\@bad, [], 'no worker crashed or exited badly other than the one killed');
 
