@@ -45,15 +45,30 @@ my ($s, $held) = pop($port, '/api/v1/pop/queue/lp.r/partition/only?leaseSeconds=
 is($s, 200, 'consumer A holds the partition under a 300 s lease');
 $sock = send_request($port, 'GET', '/api/v1/pop/queue/lp.r/partition/only?wait=true&timeout=60000');
 ok(wait_for(sub { parked() == 1 }), 'consumer B parks behind the lease');
-my $wakes = metric($port, 'queen_ack_wakes_total');
+my $wakes = metric($port, 'queen_long_poll_wakes_total{by="ack"}');
 my ($as, $ack) = ack_batch($port, undef,
 	{ transactionId => 'r1', partitionId => $held->{partitionId}, leaseId => $held->{leaseId},
 	  status => 'retry' });
 ok($ack->[0]{leaseReleased}, 'A gives the message back');
-is(metric($port, 'queen_ack_wakes_total'), $wakes + 1, "and the ack wakes lp.r's parked pops");
+is(metric($port, 'queen_long_poll_wakes_total{by="ack"}'), $wakes + 1, "and the ack wakes lp.r's parked pops");
 ($status, $res) = read_response($sock, 50);
 is($status, 200, 'B is answered long before the lease would have expired');
 is($res->{messages}[0]{transactionId}, 'r1', 'with the message A gave back');
+
+# ---- woken by the drain of the spool ------------------------------------------------
+# (the backoff would find it within a second too: the wake counter says which did)
+set_maintenance($port, 1);
+my ($ps, $pushed_res) = push_items($port, { queue => 'lp.d', transactionId => 'd1', payload => 'drained' });
+is($pushed_res->[0]{status}, 'buffered', 'in maintenance mode a push is buffered');
+$sock = send_request($port, 'GET', '/api/v1/pop/queue/lp.d?wait=true&timeout=60000');
+ok(wait_for(sub { parked() == 1 }), 'a pop of its queue parks');
+my $drain_wakes = metric($port, 'queen_long_poll_wakes_total{by="drain"}');
+set_maintenance($port, 0);
+($status, $res) = read_response($sock, 50);
+is($status, 200, 'the drain that stores it answers the parked pop');
+is($res->{messages}[0]{transactionId}, 'd1', 'with the drained message');
+ok(metric($port, 'queen_long_poll_wakes_total{by="drain"}') >= $drain_wakes + 1,
+	"the drain's commit woke lp.d's parked pops");
 
 # ---- discovery ------------------------------------------------------------------
 http_json($port, 'POST', '/api/v1/configure', { queue => 'lp.disc', namespace => 'lpns' });

@@ -131,7 +131,9 @@ typedef struct QueenMetrics
 	pg_atomic_uint64 dlq_filed;	/* messages filed as dead letters by acks */
 	pg_atomic_uint64 lease_extensions;	/* leases renewed (partitions) */
 	pg_atomic_uint64 consume_shared_failed; /* shared transactions run again one by one */
-	pg_atomic_uint64 ack_wakes;	/* queues woken by acks that released a lease */
+	pg_atomic_uint64 wakes_push;	/* queues woken by bundles that stored messages */
+	pg_atomic_uint64 wakes_ack;	/* by acks that released a lease */
+	pg_atomic_uint64 wakes_drain;	/* by drained spool items */
 	pg_atomic_uint32 parked[QUEEN_MAX_LISTENERS];	/* pops parked per listener */
 } QueenMetrics;
 
@@ -280,7 +282,7 @@ extern void queen_metrics_bundle_summary(void);
 extern int	queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen);
 extern void queen_wake_mark(const pg_uuid_t *tenant, const char *queue, Size qlen);
 extern void queen_wake_forget(void);
-extern void queen_wake_publish(void);
+extern int	queen_wake_publish(void);
 extern uint64 queen_wake_generation(int slot);
 extern void queen_health_json(StringInfo out, bool connected, const char *error);
 

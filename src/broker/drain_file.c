@@ -285,6 +285,9 @@ queen_drain_tx_body(void *arg)
 	{
 		queen_bundle_push(tx->bgs, tx->n);
 		for (i = 0; i < tx->n; i++)
+		{
+			uint64		before = tx->queued;
+
 			for (k = 0; k < tx->bgs[i].nframes; k++)
 			{
 				if (tx->bgs[i].frames[k].status == QUEEN_SEGMENT_QUEUED)
@@ -292,6 +295,10 @@ queen_drain_tx_body(void *arg)
 				else
 					tx->dropped++;
 			}
+			/* parked pops on the queue may try again once this commits */
+			if (tx->queued > before)
+				queen_wake_mark(&tx->bgs[i].tenant, tx->bgs[i].queue, strlen(tx->bgs[i].queue));
+		}
 	}
 	if (tx->finish)
 		(void) queen_drain_sql("DELETE FROM queen.spool_drained WHERE starts_with(file, $1 || '#')",
@@ -330,11 +337,13 @@ queen_drain_tx(QueenDrainTx *tx, const char *key, QueenBundleGroup *bgs, int n,
 	tx->ok = queen_worker_transact("drain spool file", NULL, queen_drain_tx_body, tx, &result);
 	if (tx->ok)
 	{
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.wakes_drain, queen_wake_publish());
 		pg_atomic_fetch_add_u64(&queen_broker->spool.items_drained, tx->queued);
 		pg_atomic_fetch_add_u64(&queen_broker->spool.items_dropped, tx->dropped);
 	}
 	else
 	{
+		queen_wake_forget();
 		tx->sqlerrcode = result.sqlerrcode;
 		tx->message = result.message;
 		tx->queued = tx->dropped = 0;

@@ -9,14 +9,13 @@
  * permit, only this entry (in its request's memory) with its deadline.  It
  * is sent again when:
  *
- *	 - its queue's wake generation moved (wake.c: a shard committed
- *	   messages to the queue, or an ack released a lease on it); a
+ *	 - its queue's wake generation moved (wake.c: a shard or the drain
+ *	   committed messages to the queue, or an ack released a lease on it); a
  *	   discovery pop watches every commit;
  *	 - the time its last attempt named passed (retry_at: a live lease or a
  *	   deferral held messages back until then);
  *	 - otherwise on a backoff, 100 ms three times, then doubling to 1 s,
- *	   the safety net for what nothing announces (a lease that expires, a
- *	   spooled push the drain commits).
+ *	   the safety net for what nothing announces (a lease that expires).
  *
  * At its deadline it is answered 204; at shutdown every parked pop is
  * answered 204 at once, and so is, at the next look, a pop whose client

@@ -148,9 +148,14 @@ queen_metrics_render_consume(StringInfo out, QueenMetrics *m)
 	queen_metric_u64(out, "queen_lease_extensions_total", "counter",
 					 "Partition leases renewed by lease extensions.",
 					 pg_atomic_read_u64(&m->lease_extensions));
-	queen_metric_u64(out, "queen_ack_wakes_total", "counter",
-					 "Queues whose parked pops were woken because an ack released a lease on them.",
-					 pg_atomic_read_u64(&m->ack_wakes));
+	queen_metric(out, "queen_long_poll_wakes_total", "counter",
+				 "Queues whose parked pops were woken, by what made them pending: a push bundle that stored messages, an ack that released a lease, or the drain of the spool.");
+	queen_metric_sample(out, "queen_long_poll_wakes_total", "by=\"push\"",
+						pg_atomic_read_u64(&m->wakes_push));
+	queen_metric_sample(out, "queen_long_poll_wakes_total", "by=\"ack\"",
+						pg_atomic_read_u64(&m->wakes_ack));
+	queen_metric_sample(out, "queen_long_poll_wakes_total", "by=\"drain\"",
+						pg_atomic_read_u64(&m->wakes_drain));
 	queen_metric_u64(out, "queen_consume_shared_failures_total", "counter",
 					 "Shared transactions of consumption requests that failed; each of their requests then ran alone.",
 					 pg_atomic_read_u64(&m->consume_shared_failed));

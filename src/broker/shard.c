@@ -439,7 +439,7 @@ queen_shard_run_bundle(void)
 				queen_wake_mark(&chosen[i]->tenant, chosen[i]->queue,
 								strlen(chosen[i]->queue));
 		}
-		queen_wake_publish();
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.wakes_push, queen_wake_publish());
 		queen_permit_release(queen_shard_index, n, exec_us, commit_us);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.commits, 1);
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.segments, segments);

@@ -40,7 +40,6 @@ typedef struct QueenConsumeCounts
 	uint64		failed;
 	uint64		dlq;
 	uint64		extensions;
-	uint64		wakes;			/* queues an ack woke */
 } QueenConsumeCounts;
 
 static QueenConsumeCounts queen_consume_counts;
@@ -180,7 +179,6 @@ queen_consume_wake_released(const QueenAckItem *items, int n)
 		name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		queen_get_uuid(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &tenant);
 		queen_wake_mark(&tenant, name, strlen(name));
-		queen_consume_counts.wakes++;
 	}
 	SPI_finish();
 }
@@ -537,8 +535,7 @@ queen_shard_consume_done(bool committed)
 		pg_atomic_fetch_add_u64(&m->ack_acked, c->acked);
 		pg_atomic_fetch_add_u64(&m->dlq_filed, c->dlq);
 		pg_atomic_fetch_add_u64(&m->lease_extensions, c->extensions);
-		pg_atomic_fetch_add_u64(&m->ack_wakes, c->wakes);
-		queen_wake_publish();
+		pg_atomic_fetch_add_u64(&m->wakes_ack, queen_wake_publish());
 	}
 	else
 		queen_wake_forget();

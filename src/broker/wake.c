@@ -63,15 +63,19 @@ queen_wake_forget(void)
 	queen_wake_nmarked = 0;
 }
 
-/* After the COMMIT: bump what was marked and wake the listeners. */
-void
+/*
+ * After the COMMIT: bump what was marked and wake the listeners.  Returns
+ * how many slots (queues, but for collisions) were bumped.
+ */
+int
 queen_wake_publish(void)
 {
 	QueenWakeShared *w = &queen_broker->wake;
+	int			n = queen_wake_nmarked;
 	int			i;
 
-	if (queen_wake_nmarked == 0)
-		return;
+	if (n == 0)
+		return 0;
 	for (i = 0; i < queen_wake_nmarked; i++)
 	{
 		int			slot = queen_wake_marked[i];
@@ -84,6 +88,7 @@ queen_wake_publish(void)
 	pg_atomic_fetch_add_u64(&w->total, 1);
 	for (i = 0; i < queen_broker->nlisteners; i++)
 		queen_worker_wake(&queen_broker->listeners[i]);
+	return n;
 }
 
 /* A slot's generation; slot < 0 is the total (discovery pops). */
