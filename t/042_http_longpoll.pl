@@ -54,6 +54,17 @@ is(metric($port, 'queen_long_poll_wakes_total{by="ack"}'), $wakes + 1, "and the 
 ($status, $res) = read_response($sock, 50);
 is($status, 200, 'B is answered long before the lease would have expired');
 is($res->{messages}[0]{transactionId}, 'r1', 'with the message A gave back');
+# the shard remembers the partition's queue now: a second release wakes as well
+$sock = send_request($port, 'GET', '/api/v1/pop/queue/lp.r/partition/only?wait=true&timeout=60000');
+ok(wait_for(sub { parked() == 1 }), 'consumer C parks behind B\'s lease');
+$wakes = metric($port, 'queen_long_poll_wakes_total{by="ack"}');
+($as, $ack) = ack_batch($port, undef,
+	{ transactionId => 'r1', partitionId => $res->{partitionId}, leaseId => $res->{leaseId},
+	  status => 'retry' });
+ok($ack->[0]{leaseReleased}, 'B gives it back too');
+is(metric($port, 'queen_long_poll_wakes_total{by="ack"}'), $wakes + 1, 'and wakes lp.r again');
+($status, $res) = read_response($sock, 50);
+is($res->{messages}[0]{transactionId}, 'r1', 'C gets it');
 
 # ---- woken by the drain of the spool ------------------------------------------------
 # (the backoff would find it within a second too: the wake counter says which did)

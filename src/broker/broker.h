@@ -281,6 +281,7 @@ extern void queen_metrics_bundle_summary(void);
  */
 extern int	queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen);
 extern void queen_wake_mark(const pg_uuid_t *tenant, const char *queue, Size qlen);
+extern void queen_wake_mark_slot(int slot);
 extern void queen_wake_forget(void);
 extern int	queen_wake_publish(void);
 extern uint64 queen_wake_generation(int slot);

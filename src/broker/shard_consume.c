@@ -28,6 +28,7 @@
 #include "catalog/pg_type_d.h"
 #include "pgstat.h"
 #include "utils/backend_status.h"
+#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
 
@@ -132,24 +133,62 @@ queen_render_ack_item(StringInfo out, int index, QueenWireText txn, bool success
 					 noop ? "true" : "false");
 }
 
-/*
- * The queues of the partitions whose lease the ack released: parked pops
- * on them may now get a redelivery or the next batch.  Marked here, in the
- * ack's transaction, published after its COMMIT.
- */
 static int
 queen_uuid_cmp(const void *a, const void *b)
 {
 	return memcmp(a, b, sizeof(pg_uuid_t));
 }
 
+/*
+ * A partition's wake slot (its queue's), remembered: a partition never
+ * changes queue, and the entry of a deleted one is never asked for again.
+ * Bounded by starting afresh when full.
+ */
+#define QUEEN_PART_SLOTS_MAX	65536
+
+typedef struct QueenPartSlot
+{
+	pg_uuid_t	pid;			/* the key */
+	int			slot;
+} QueenPartSlot;
+
+static HTAB *queen_part_slots = NULL;
+
+static QueenPartSlot *
+queen_part_slot_entry(const pg_uuid_t *pid, bool create)
+{
+	bool		found;
+
+	if (queen_part_slots == NULL ||
+		(create && hash_get_num_entries(queen_part_slots) >= QUEEN_PART_SLOTS_MAX))
+	{
+		HASHCTL		ctl;
+
+		if (queen_part_slots != NULL)
+			hash_destroy(queen_part_slots);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(pg_uuid_t);
+		ctl.entrysize = sizeof(QueenPartSlot);
+		queen_part_slots = hash_create("queen partition wake slots", 1024, &ctl,
+									   HASH_ELEM | HASH_BLOBS);
+	}
+	return hash_search(queen_part_slots, pid, create ? HASH_ENTER : HASH_FIND, &found);
+}
+
+/*
+ * The queues of the partitions whose lease the ack released: parked pops
+ * on them may now get a redelivery or the next batch.  Marked here, in the
+ * ack's transaction, published after its COMMIT.  A partition not seen
+ * before costs one primary-key lookup of its queue (= ANY over a few ids
+ * was planned as a scan of every partition).
+ */
 static void
 queen_consume_wake_released(const QueenAckItem *items, int n)
 {
 	pg_uuid_t  *ids = palloc(sizeof(pg_uuid_t) * n);
 	int			nids = 0;
 	Oid			types[1] = {UUIDOID};
-	SPIPlanPtr	plan;
+	SPIPlanPtr	plan = NULL;
 	int			i;
 
 	for (i = 0; i < n; i++)
@@ -158,29 +197,41 @@ queen_consume_wake_released(const QueenAckItem *items, int n)
 	if (nids == 0)
 		return;
 	qsort(ids, nids, sizeof(pg_uuid_t), queen_uuid_cmp);
-	queen_spi_connect();
-	/* one primary-key lookup per partition: = ANY over a few ids was planned as a scan of all */
-	plan = queen_plan_once(&queen_released_plan,
-						   "SELECT q.tenant_id, q.name FROM queen.log_partitions p"
-						   " JOIN queen.queues q ON q.id = p.queue_id WHERE p.id = $1",
-						   1, types, false);
 	for (i = 0; i < nids; i++)
 	{
+		QueenPartSlot *e;
 		Datum		values[1];
 		pg_uuid_t	tenant;
 		char	   *name;
 
 		if (i > 0 && memcmp(&ids[i], &ids[i - 1], sizeof(pg_uuid_t)) == 0)
 			continue;
+		e = queen_part_slot_entry(&ids[i], false);
+		if (e != NULL)
+		{
+			queen_wake_mark_slot(e->slot);
+			continue;
+		}
+		if (plan == NULL)
+		{
+			queen_spi_connect();
+			plan = queen_plan_once(&queen_released_plan,
+								   "SELECT q.tenant_id, q.name FROM queen.log_partitions p"
+								   " JOIN queen.queues q ON q.id = p.queue_id WHERE p.id = $1",
+								   1, types, false);
+		}
 		values[0] = UUIDPGetDatum(&ids[i]);
 		queen_exec(plan, values, SPI_OK_SELECT, "looking up the queue of a released lease");
 		if (SPI_processed == 0)
 			continue;			/* deleted since */
 		name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		queen_get_uuid(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &tenant);
-		queen_wake_mark(&tenant, name, strlen(name));
+		e = queen_part_slot_entry(&ids[i], true);
+		e->slot = queen_wake_slot(&tenant, name, strlen(name));
+		queen_wake_mark_slot(e->slot);
 	}
-	SPI_finish();
+	if (plan != NULL)
+		SPI_finish();
 }
 
 /*

@@ -44,8 +44,13 @@ queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen)
 void
 queen_wake_mark(const pg_uuid_t *tenant, const char *queue, Size qlen)
 {
-	int			slot = queen_wake_slot(tenant, queue, qlen);
+	queen_wake_mark_slot(queen_wake_slot(tenant, queue, qlen));
+}
 
+/* The same, by the queue's slot (queen_wake_slot). */
+void
+queen_wake_mark_slot(int slot)
+{
 	if (queen_wake_bits[slot / 64] & (UINT64CONST(1) << (slot % 64)))
 		return;
 	queen_wake_bits[slot / 64] |= UINT64CONST(1) << (slot % 64);
