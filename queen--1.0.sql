@@ -564,9 +564,10 @@ COMMENT ON FUNCTION queen._dlq_list(text, text, text, timestamptz, timestamptz, 
 -- Consumer lag: per queue and consumer group (queue mode is __QUEUE_MODE__),
 -- the messages not yet acknowledged and the partitions that hold them.  A
 -- group counts on a queue once it has a cursor there; its partitions
--- without one yet count from the start of what is retained, as its first
--- pop would read them.  The broker samples it into
--- queen_consumer_lag_messages (queen.consumer_lag_interval).
+-- without one yet count from the start of what is retained (so a "new" or
+-- timestamp subscription is overstated there until its first pop of that
+-- partition).  The broker samples it into queen_consumer_lag_messages
+-- (queen.consumer_lag_interval).
 CREATE VIEW queen.consumer_lag AS
 WITH groups AS (
 	SELECT DISTINCT p.queue_id, c.consumer_group

@@ -390,7 +390,7 @@ queen_define_delivery_gucs(GucContext fixed_at_start)
 
 	DefineCustomIntVariable("queen.consumer_lag_interval",
 							"How often the broker samples queen.consumer_lag for queen_consumer_lag_messages.",
-							"One shard reads the view between bundles, at most this often. 0 stops the sampling.",
+							"The maintenance worker reads the view at most this often. 0 stops the sampling.",
 							&queen_consumer_lag_interval_s,
 							10, 0, 3600,
 							PGC_SIGHUP,

@@ -66,15 +66,17 @@ ok(metric($port, 'queen_lease_expiries_total') >= 1, 'the expiry is counted');
 # Pops queued in one shard run in one transaction; when it fails, each runs
 # again alone, so one pop's failure costs the others a second try and never
 # their answer, and nothing the failed transaction did is delivered.  A push
-# held on a row lock keeps the queue's shard busy while the pops queue up.
+# held on a row lock keeps a shard busy while pops of partitions it owns
+# queue up.
 my $q = 'cfb';
-my $home = shard_of($q, '', 2);
+my $home = 0;
 my ($blocker) = grep { shard_of($q, $_, 2) == $home } map { "b$_" } 1 .. 100;
+my @parts = (grep { shard_of($q, $_, 2) == $home } map { "w$_" } 1 .. 100)[0 .. 7];
 push_items($port, { queue => $q, partition => $blocker, payload => 0, transactionId => 'b0' });
 ($s) = pop($port, "/api/v1/pop/queue/$q/partition/$blocker?autoAck=true");
 is($s, 200, 'the blocking partition has a cursor and nothing pending');
 push_items($port,
-	map { { queue => $q, partition => 'w' . ($_ % 8), payload => $_, transactionId => "w$_" } } 1 .. 40);
+	map { { queue => $q, partition => $parts[$_ % 8], payload => $_, transactionId => "w$_" } } 1 .. 40);
 
 my $locker = hold_partition_lock($node, $q, $blocker);
 my $held = send_request($port, 'POST', '/api/v1/push',
@@ -83,7 +85,7 @@ ok(wait_for(sub { shards_waiting_on_lock($node) >= 1 }, 30), "a push holds the q
 my $pops0 = metric($port, 'queen_process_pop_requests_total');
 my $shared0 = metric($port, 'queen_consume_shared_failures_total');
 set_fault('pop_error_before_commit');
-my @socks = map { send_request($port, 'GET', "/api/v1/pop/queue/$q?batch=5&autoAck=true") } 1 .. 8;
+my @socks = map { send_request($port, 'GET', "/api/v1/pop/queue/$q/partition/$_?batch=5&autoAck=true") } @parts;
 ok(wait_for(sub { metric($port, 'queen_process_pop_requests_total') >= $pops0 + 8 }, 30),
 	'eight pops wait behind it');
 $locker->query_safe('COMMIT');
@@ -106,6 +108,52 @@ for (1 .. 20)
 }
 is_deeply(\%seen, { b1 => 1, map { ("w$_" => 1) } 1 .. 40 },
 	'every message is delivered once: nothing of the failed transaction was');
+
+# ---- a pop in a shared transaction behind an ack that waits ------------------------
+# One shard, so the pop and the ack, sent in that order, share a
+# transaction.  The ack waits for a consumer row this session holds for
+# longer than the pop's lease; the pop runs after it anyway, so its lease
+# starts when it runs, not when the transaction began: another consumer
+# that pops the partition at once finds it leased.
+$node->stop;
+($node, $port) = start_broker(name => 'consumefault1', shards => 1);
+push_items($port, { queue => 'cfs', partition => 'A', transactionId => 'sa', payload => 1 });
+my ($sa, $popa) = pop($port, '/api/v1/pop/queue/cfs/partition/A?leaseSeconds=300');
+is($sa, 200, 'a consumer holds A under a lease');
+push_items($port, { queue => 'cfs', partition => 'B', transactionId => 'sb', payload => 2 });
+push_items($port, { queue => 'cfs', partition => 'C', transactionId => 'sc', payload => 3 });
+
+my $rowlock = $node->background_psql('postgres');
+$rowlock->query_safe('BEGIN');
+$rowlock->query_safe(qq{
+	SELECT 1 FROM queen.log_consumers WHERE partition_id = '$popa->{partitionId}' FOR UPDATE});
+my $gate = hold_partition_lock($node, 'cfs', 'C');
+my $gated = send_request($port, 'POST', '/api/v1/push',
+	{ items => [ { queue => 'cfs', partition => 'C', payload => 4, transactionId => 'sc2' } ] });
+ok(wait_for(sub { shards_waiting_on_lock($node) >= 1 }, 30), 'a push holds the shard');
+my $acks0 = metric($port, 'queen_process_ack_requests_total') // 0;
+my $pops1 = metric($port, 'queen_process_pop_requests_total') // 0;
+my $popsock = send_request($port, 'GET', '/api/v1/pop/queue/cfs/partition/B?leaseSeconds=4');
+ok(wait_for(sub { metric($port, 'queen_process_pop_requests_total') >= $pops1 + 1 }, 30),
+	'a pop of B with a 4 s lease waits behind it');
+my $acksock = send_request($port, 'POST', '/api/v1/ack',
+	{ transactionId => 'sa', partitionId => $popa->{partitionId}, leaseId => $popa->{leaseId} });
+ok(wait_for(sub { metric($port, 'queen_process_ack_requests_total') >= $acks0 + 1 }, 30),
+	'and then an ack of A');
+$gate->query_safe('COMMIT');
+$gate->quit;
+ok(wait_for(sub { shards_waiting_on_lock($node) >= 1 }, 30),
+	'the shared transaction waits for the row the test holds');
+sleep 5;	# longer than the pop's lease: that is the point
+$rowlock->query_safe('COMMIT');
+$rowlock->quit;
+my ($ps2, $popb) = read_response($popsock, 60);
+is($ps2, 200, 'the pop of B is answered');
+my ($st2) = pop($port, '/api/v1/pop/queue/cfs/partition/B');
+is($st2, 204, 'and its lease is live when it is answered: another pop finds B leased');
+my ($as2, $ackres) = read_response($acksock, 60);
+ok($ackres->[0]{success}, 'the ack of A was applied');
+is((read_response($gated, 60))[0], 201, 'the held push is answered');
 
 $node->stop;
 done_testing();

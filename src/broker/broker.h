@@ -254,6 +254,7 @@ typedef struct QueenBrokerShared
 } QueenBrokerShared;
 
 extern QueenBrokerShared *queen_broker;
+extern void queen_lag_sample(void);
 extern void queen_metrics_publish_core(void);
 
 extern void queen_shmem_install(int listeners, int shards, void (*fill) (void));

@@ -3,7 +3,7 @@
  * drain.c
  *	  The maintenance worker, which drains the disk spool (spool.c) into
  *	  the database exactly once while maintenance mode (maintenance.c) is
- *	  off.
+ *	  off, and samples the consumer lag for /metrics (lag.c).
  *
  * The drain.  While maintenance mode is off, the worker takes finished
  * spool files oldest first and commits each one in one transaction
@@ -233,6 +233,7 @@ queen_maintenance_main(Datum arg)
 {
 	QueenWorkerSlot *slot;
 	TimestampTz closing_since = 0;
+	TimestampTz last_lag = 0;
 	HASHCTL		ctl;
 
 	slot = queen_worker_begin(QUEEN_MAINTENANCE, DatumGetInt32(arg));
@@ -287,6 +288,15 @@ queen_maintenance_main(Datum arg)
 							 50L, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 			continue;
+		}
+
+		/* the consumer lag for /metrics (lag.c), off the shards' path */
+		if (queen_consumer_lag_interval_s > 0 &&
+			TimestampDifferenceExceeds(last_lag, now, queen_consumer_lag_interval_s * 1000))
+		{
+			last_lag = now;
+			if (queen_worker_extension_present())
+				queen_lag_sample();
 		}
 
 		files = queen_drain_survey();

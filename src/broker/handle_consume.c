@@ -176,11 +176,10 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 
 	if (queue != NULL)
 	{
-		/* one partition: its owner; a queue's partitions: any shard, in turn */
+		/* one partition: its owner; a queue's partitions: any shard, in turn (-1) */
 		shard = partition != NULL ?
 			queen_shard_of(&queen_listener_tenant, queue, qlen, partition, plen,
-						   queen_broker->nshards) :
-			Max(queen_listener_pick_shard(), 0);
+						   queen_broker->nshards) : -1;
 		slot = queen_wake_slot(&queen_listener_tenant, queue, qlen);
 	}
 	else

@@ -42,7 +42,7 @@ struct QueenPopWait
 	QueenHttpRequest *http;
 	char	   *arg;			/* the encoded pop, sent as is every time */
 	Size		arglen;
-	int			shard;
+	int			shard;			/* -1: any (a queue's partitions), the next ready */
 	int			slot;			/* wake slot; -1: every commit (discovery) */
 	uint64		seen;			/* the slot's generation at the last send */
 	bool		wait;
@@ -114,13 +114,14 @@ static bool
 queen_pop_resend(QueenPopWait *w)
 {
 	QueenPending *p;
+	int			shard = w->shard >= 0 ? w->shard : queen_listener_pick_shard();
 
-	if (!queen_listener_shard_ready(w->shard))
+	if (shard < 0 || !queen_listener_shard_ready(shard))
 		return false;
 	queen_pop_unpark(w);
 	w->seen = queen_wake_generation(w->slot);
 	p = queen_listener_register(QUEEN_PENDING_POP, w->http, NULL);
-	p->shard = w->shard;
+	p->shard = shard;
 	p->op = QUEEN_CONTROL_POP;
 	p->wait = w;
 	queen_control_send(p, w->arg, w->arglen);

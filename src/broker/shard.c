@@ -644,7 +644,6 @@ queen_shard_main(Datum arg)
 {
 	TimestampTz closing_since = 0;
 	TimestampTz last_sweep;
-	TimestampTz last_lag = 0;
 
 	queen_shard_start(DatumGetInt32(arg));
 	last_sweep = GetCurrentTimestamp();
@@ -690,14 +689,6 @@ queen_shard_main(Datum arg)
 		{
 			queen_groups_sweep(now);
 			last_sweep = now;
-		}
-		/* one shard samples the consumer lag for /metrics */
-		if (queen_shard_index == 0 && queen_extension_ready && !queen_shard_closing &&
-			queen_consumer_lag_interval_s > 0 &&
-			TimestampDifferenceExceeds(last_lag, now, queen_consumer_lag_interval_s * 1000))
-		{
-			queen_shard_sample_lag();
-			last_lag = now;
 		}
 
 		if (worked)

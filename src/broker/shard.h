@@ -39,6 +39,6 @@ extern int	queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen,
 									   const char *message, StringInfo out);
 extern void queen_shard_consume_done(bool committed);
 extern void queen_shard_consume_discard(void);
-extern void queen_shard_sample_lag(void);
+extern void queen_shard_consume_check_age(void);
 
 #endif							/* QUEEN_SHARD_H */

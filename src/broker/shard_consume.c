@@ -44,6 +44,23 @@ typedef struct QueenConsumeCounts
 } QueenConsumeCounts;
 
 static QueenConsumeCounts queen_consume_counts;
+
+/*
+ * The leases the running transaction's pops granted: when the first pop
+ * began, and the earliest expiry among them (0: none yet), so a shared
+ * transaction that ran long can refuse to hand out leases already aged
+ * (queen_shard_consume_check_age).
+ */
+static TimestampTz queen_consume_lease_from = 0;
+static TimestampTz queen_consume_lease_until = 0;
+
+static void
+queen_consume_reset(void)
+{
+	memset(&queen_consume_counts, 0, sizeof(queen_consume_counts));
+	queen_consume_lease_from = 0;
+	queen_consume_lease_until = 0;
+}
 static SPIPlanPtr queen_released_plan = NULL;
 
 /* A text of the argument as a C string, or NULL when absent. */
@@ -95,11 +112,22 @@ queen_consume_pop(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
 	req.lease_id[0] = '\0';
 
 	pgstat_report_activity(STATE_RUNNING, "queen: pop");
+	if (queen_consume_lease_from == 0)
+		queen_consume_lease_from = GetCurrentTimestamp();
 	queen_pop(&req, &res);
 	if (res.nmessages > 0 && queen_test_fault("pop_error_before_commit"))
 		elog(ERROR, "queen.test_fault: a pop fails after its claim, before its COMMIT");
 	queen_consume_counts.pop_messages += res.nmessages;
 	queen_consume_counts.leases_expired += res.leases_expired;
+	if (!req.auto_ack)
+	{
+		int			i;
+
+		for (i = 0; i < res.npartitions; i++)
+			if (queen_consume_lease_until == 0 ||
+				res.partitions[i].lease_expires_at < queen_consume_lease_until)
+				queen_consume_lease_until = res.partitions[i].lease_expires_at;
+	}
 	if (res.nmessages == 0)
 	{
 		queen_wire_put_pop_hint(out, res.retry_at);
@@ -546,7 +574,7 @@ queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen, const char 
 	"consumer group deletion"};
 
 	/* what the body counted before it failed did not happen */
-	memset(&queen_consume_counts, 0, sizeof(queen_consume_counts));
+	queen_consume_reset();
 	queen_wire_reader(&r, arg, arglen);
 	if (op == QUEEN_CONTROL_ACK)
 		return queen_consume_ack_failed(&r, message, out);
@@ -559,13 +587,34 @@ queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen, const char 
 }
 
 /*
+ * Before a shared transaction commits: if the leases its pops granted have
+ * aged by more than a quarter of the shortest of them (a request behind
+ * them waited for a lock), an ERROR, so that its requests run again one by
+ * one and every pop hands out a fresh lease, never one about to expire.
+ */
+void
+queen_shard_consume_check_age(void)
+{
+	TimestampTz from = queen_consume_lease_from;
+	TimestampTz until = queen_consume_lease_until;
+
+	if (until == 0 || from == 0)
+		return;
+	if ((GetCurrentTimestamp() - from) * 4 > until - from)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("queen: shared consumption transaction ran too long for the leases it granted"),
+				 errdetail("Its requests run again one by one.")));
+}
+
+/*
  * A shared transaction failed and its requests will run again one by one:
  * nothing they counted or marked happened.
  */
 void
 queen_shard_consume_discard(void)
 {
-	memset(&queen_consume_counts, 0, sizeof(queen_consume_counts));
+	queen_consume_reset();
 	queen_wake_forget();
 }
 
@@ -592,67 +641,5 @@ queen_shard_consume_done(bool committed)
 		queen_wake_forget();
 	/* a failed ack's items were counted failed by its answer */
 	pg_atomic_fetch_add_u64(&m->ack_failed, c->failed);
-	memset(c, 0, sizeof(*c));
-}
-
-/* ----------------------------------------------------------------
- *		Consumer lag, for /metrics (shard 0, every
- *		queen.consumer_lag_interval seconds)
- * ----------------------------------------------------------------
- */
-
-static SPIPlanPtr queen_lag_plan = NULL;
-
-static void
-queen_consume_lag_body(void *arg)
-{
-	QueenLagShared *lag = &queen_broker->lag;
-	QueenLagEntry *rows = palloc0(sizeof(QueenLagEntry) * QUEEN_LAG_ENTRIES);
-	SPIPlanPtr	plan;
-	uint64		found;
-	int			n;
-	int			i;
-
-	(void) arg;
-	pgstat_report_activity(STATE_RUNNING, "queen: consumer lag");
-	queen_spi_connect();
-	plan = queen_plan_once(&queen_lag_plan,
-						   "SELECT tenant_id, queue, consumer_group, partitions_pending, messages_pending"
-						   "  FROM queen.consumer_lag"
-						   " ORDER BY messages_pending DESC, queue, consumer_group"
-						   " LIMIT " CppAsString2(QUEEN_LAG_ENTRIES) " + 1",
-						   0, NULL, false);
-	queen_exec(plan, NULL, SPI_OK_SELECT, "sampling the consumer lag");
-	found = SPI_processed;
-	n = (int) Min(found, QUEEN_LAG_ENTRIES);
-	for (i = 0; i < n; i++)
-	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-
-		queen_get_uuid(tuple, desc, 1, &rows[i].tenant);
-		strlcpy(rows[i].queue, SPI_getvalue(tuple, desc, 2), sizeof(rows[i].queue));
-		strlcpy(rows[i].group, SPI_getvalue(tuple, desc, 3), sizeof(rows[i].group));
-		rows[i].partitions = queen_get_int64(tuple, desc, 4);
-		rows[i].messages = queen_get_int64(tuple, desc, 5);
-	}
-	SPI_finish();
-
-	/* nothing below can fail: a reader never sees seq stay odd */
-	pg_atomic_fetch_add_u64(&lag->seq, 1);
-	pg_write_barrier();
-	memcpy(lag->entries, rows, sizeof(QueenLagEntry) * n);
-	lag->n = n;
-	lag->truncated = found > (uint64) n;
-	lag->sampled_at = GetCurrentTimestamp();
-	pg_write_barrier();
-	pg_atomic_fetch_add_u64(&lag->seq, 1);
-}
-
-void
-queen_shard_sample_lag(void)
-{
-	QueenTxResult result;
-
-	(void) queen_worker_transact("consumer lag", "shard 0", queen_consume_lag_body, NULL, &result);
+	queen_consume_reset();
 }

@@ -193,19 +193,30 @@ typedef struct QueenConsumeBatch
 	int			n;
 } QueenConsumeBatch;
 
+/*
+ * Pops run after the other requests, which may wait for a row lock (an ack
+ * behind a user's open transaction), so a pop's lease starts as late as
+ * possible; if the transaction still ran long for the leases it granted,
+ * it fails and its requests run again one by one.
+ */
 static void
 queen_shard_consume_batch_body(void *arg)
 {
 	QueenConsumeBatch *b = (QueenConsumeBatch *) arg;
+	int			pass;
 	int			i;
 
-	for (i = 0; i < b->n; i++)
-	{
-		QueenControl *c = b->controls[i];
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < b->n; i++)
+		{
+			QueenControl *c = b->controls[i];
 
-		b->txs[i].status = queen_shard_consume(c->op, &c->tenant, c->arg, c->arglen,
-											   &b->txs[i].out);
-	}
+			if ((c->op == QUEEN_CONTROL_POP) != (pass == 1))
+				continue;
+			b->txs[i].status = queen_shard_consume(c->op, &c->tenant, c->arg, c->arglen,
+												   &b->txs[i].out);
+		}
+	queen_shard_consume_check_age();
 }
 
 static void

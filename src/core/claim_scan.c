@@ -396,6 +396,11 @@ queen_candidates_slot(const char *group, Datum *qids, int nqueues)
 			oldest = e;
 	}
 
+	/* matches nothing until filled: an error on the way leaves no dangling key */
+	oldest->nqueues = -1;
+	oldest->targets = NULL;
+	oldest->n = oldest->next = 0;
+	oldest->drawn_at = DT_NOBEGIN;
 	if (oldest->cxt == NULL)
 		oldest->cxt = AllocSetContextCreate(TopMemoryContext, "queen claim candidates",
 											ALLOCSET_SMALL_SIZES);
@@ -405,12 +410,9 @@ queen_candidates_slot(const char *group, Datum *qids, int nqueues)
 	oldest->qids = MemoryContextAlloc(oldest->cxt, sizeof(pg_uuid_t) * nqueues);
 	for (q = 0; q < nqueues; q++)
 		oldest->qids[q] = *DatumGetUUIDP(qids[q]);
-	oldest->nqueues = nqueues;
 	oldest->draw_cxt = AllocSetContextCreate(oldest->cxt, "queen claim candidates draw",
 											 ALLOCSET_DEFAULT_SIZES);
-	oldest->targets = NULL;
-	oldest->n = oldest->next = 0;
-	oldest->drawn_at = DT_NOBEGIN;
+	oldest->nqueues = nqueues;
 	return oldest;
 }
 
@@ -439,10 +441,12 @@ queen_candidates_draw(QueenClaim *c, QueenCandidates *e, Datum *qids, int nqueue
 	values[4] = Int32GetDatum(QUEEN_CAND_DRAW);
 	ncands = queen_scan_run(SCAN_CANDIDATES, values, NULL, SPI_OK_SELECT);
 
+	/* emptied before its memory goes, so an error below leaves a valid list */
+	e->targets = NULL;
+	e->n = e->next = 0;
 	MemoryContextReset(e->draw_cxt);
 	old = MemoryContextSwitchTo(e->draw_cxt);
 	e->targets = palloc(sizeof(QueenClaimTarget) * Max(ncands, 1));
-	e->n = e->next = 0;
 	e->drawn_at = c->now;
 	for (i = 0; i < ncands; i++)
 	{
