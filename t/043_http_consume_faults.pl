@@ -3,7 +3,9 @@
 # took no lease (the messages are delivered at once, first attempt); a shard
 # that ends between a pop's COMMIT and its answer leaves the client a 500
 # that says the outcome is unknown, and the lease it committed expires and
-# redelivers the messages (second attempt).
+# redelivers the messages (second attempt).  Requests that share a
+# shard's transaction: one that fails makes each run again alone; a pop
+# behind an ack that waits still gets a live lease.
 use strict;
 use warnings;
 
