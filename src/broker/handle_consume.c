@@ -14,8 +14,8 @@
  * shards in turn, so a busy queue's pops run in every process at once
  * (they claim with SKIP LOCKED, so they never wait for each other); a
  * discovery pop by its namespace and task; an ack to the shard of its
- * first item's partition id; the rest in turn.  A pop that delivers nothing may park
- * (longpoll.c).
+ * first item's partition id; the rest in turn.  A pop that delivers
+ * nothing may park (longpoll.c).
  *
  * What a handler builds lives in the listener's memory of the loop's turn,
  * never in the request's context (answering frees that): a pop's argument

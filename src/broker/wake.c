@@ -7,7 +7,8 @@
  * A parked pop costs its listener a few bytes and nothing else (no worker,
  * no connection, no permit), so something must say when trying again may
  * deliver.  A shard marks the (tenant, queue) of every group a bundle
- * stored and of every partition whose lease an ack released; after the
+ * stored and of every partition whose lease an ack released, and the
+ * drain the queues of the spooled items it stored; after the
  * COMMIT it publishes them: each marked slot's generation once, however
  * many of the transaction's partitions or pushes fell into it (a hot queue
  * costs one bump per transaction, not one per push), then the total, then
