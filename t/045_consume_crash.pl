@@ -160,42 +160,47 @@ is($c0->{consume}{order_violations}, 0, '(0) the consumers saw no order violatio
 is($c0->{consume}{ack_failed}, 0, '(0) every acknowledgement was applied');
 is($r0->{unknown} + $r0->{unanswered}, 0, '(0) nothing delivered that was not answered queued');
 
-# ---- (a) SIGKILL a shard ----------------------------------------------------------------
-my ($pa, $ca) = phase('cqa', 8, sub {
-	my $shard = $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'queen shard' ORDER BY pid LIMIT 1");
+# SIGKILL one worker ($tag, its pid) mid-load: the postmaster restarts every process.
+sub kill_worker
+{
+	my ($tag, $pid) = @_;
 	my $before = count_matches($reinit);
-	kill 'KILL', $shard;
-	ok(wait_for(sub { count_matches($reinit) > $before }, 60), '(a) the postmaster reinitialised');
-	ok(wait_healthy($port, 90), '(a) /health is 200 again');
+	kill 'KILL', $pid;
+	ok(wait_for(sub { count_matches($reinit) > $before }, 60), "$tag the postmaster reinitialised");
+	ok(wait_healthy($port, 90), "$tag /health is 200 again");
+}
+
+# What every crash phase promises, once its drain is done.
+sub check_crash
+{
+	my ($tag, $name) = @_;
+	my $r = check($name, drain($name));
+	diag("$tag " . join(', ', map { "$_=$r->{$_}" } sort keys %$r));
+	cmp_ok($r->{queued}, '>', 200, "$tag messages were queued");
+	is($r->{lost}, 0, "$tag every message answered queued is delivered");
+	is($r->{order_bad}, 0, "$tag first deliveries keep each producer's order per partition");
+	is($r->{unknown}, 0, "$tag nothing delivered that was answered other than queued");
+}
+
+# ---- (a) SIGKILL a shard ----------------------------------------------------------------
+phase('cqa', 8, sub {
+	kill_worker('(a)', $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'queen shard' ORDER BY pid LIMIT 1"));
 });
-my $ra = check('cqa', drain('cqa'));
-diag('(a) ' . join(', ', map { "$_=$ra->{$_}" } sort keys %$ra));
-cmp_ok($ra->{queued}, '>', 200, '(a) messages were queued');
-is($ra->{lost}, 0, '(a) every message answered queued is delivered');
-is($ra->{order_bad}, 0, '(a) first deliveries keep each producer\'s order per partition');
-is($ra->{unknown}, 0, '(a) nothing delivered that was answered other than queued');
+check_crash('(a)', 'cqa');
 
 # ---- (c) SIGKILL a listener ---------------------------------------------------------------
 # its connections, parked pops and requests in flight go with it; the
 # postmaster restarts every process, as for a shard
-my ($pc, $cc) = phase('cqc', 8, sub {
+phase('cqc', 8, sub {
 	my $listener = last_listener_pid($node);
 	ok(process_alive($listener), '(c) the listener is running');
-	my $before = count_matches($reinit);
-	kill 'KILL', $listener;
-	ok(wait_for(sub { count_matches($reinit) > $before }, 60), '(c) the postmaster reinitialised');
-	ok(wait_healthy($port, 90), '(c) /health is 200 again');
+	kill_worker('(c)', $listener);
 });
-my $rc = check('cqc', drain('cqc'));
-diag('(c) ' . join(', ', map { "$_=$rc->{$_}" } sort keys %$rc));
-cmp_ok($rc->{queued}, '>', 200, '(c) messages were queued');
-is($rc->{lost}, 0, '(c) every message answered queued is delivered');
-is($rc->{order_bad}, 0, '(c) first deliveries keep each producer\'s order per partition');
-is($rc->{unknown}, 0, '(c) nothing delivered that was answered other than queued');
+check_crash('(c)', 'cqc');
 
 # ---- (b) SIGKILL the postmaster ---------------------------------------------------------
-my ($pb, $cb) = phase('cqb', 8, sub {
+phase('cqb', 8, sub {
 	open(my $pidfh, '<', $node->data_dir . '/postmaster.pid') or die "postmaster.pid: $!";
 	chomp(my $pm = <$pidfh>);
 	close $pidfh;
@@ -211,12 +216,7 @@ my ($pb, $cb) = phase('cqb', 8, sub {
 	$node->start;
 	ok(wait_healthy($port, 90), '(b) /health is 200 after the new start');
 });
-my $rb = check('cqb', drain('cqb'));
-diag('(b) ' . join(', ', map { "$_=$rb->{$_}" } sort keys %$rb));
-cmp_ok($rb->{queued}, '>', 200, '(b) messages were queued');
-is($rb->{lost}, 0, '(b) every message answered queued is delivered');
-is($rb->{order_bad}, 0, '(b) first deliveries keep each producer\'s order per partition');
-is($rb->{unknown}, 0, '(b) nothing delivered that was answered other than queued');
+check_crash('(b)', 'cqb');
 
 # the shard killed in (a), the listener killed in (c), and (b)'s processes that saw their postmaster go
 my @bad = grep { !/was terminated by signal 9/ } log_crashes($node);
