@@ -161,12 +161,6 @@ queen_render_ack_item(StringInfo out, int index, QueenWireText txn, bool success
 					 noop ? "true" : "false");
 }
 
-static int
-queen_uuid_cmp(const void *a, const void *b)
-{
-	return memcmp(a, b, sizeof(pg_uuid_t));
-}
-
 /*
  * A partition's wake slot (its queue's), remembered: a partition never
  * changes queue, and the entry of a deleted one is never asked for again.
@@ -213,28 +207,22 @@ queen_part_slot_entry(const pg_uuid_t *pid, bool create)
 static void
 queen_consume_wake_released(const QueenAckItem *items, int n)
 {
-	pg_uuid_t  *ids = palloc(sizeof(pg_uuid_t) * n);
-	int			nids = 0;
 	Oid			types[1] = {UUIDOID};
 	SPIPlanPtr	plan = NULL;
 	int			i;
 
+	/* a partition seen twice is a remembered slot the second time */
 	for (i = 0; i < n; i++)
-		if (items[i].lease_released)
-			ids[nids++] = items[i].partition_id;
-	if (nids == 0)
-		return;
-	qsort(ids, nids, sizeof(pg_uuid_t), queen_uuid_cmp);
-	for (i = 0; i < nids; i++)
 	{
+		const pg_uuid_t *pid = &items[i].partition_id;
 		QueenPartSlot *e;
 		Datum		values[1];
 		pg_uuid_t	tenant;
 		char	   *name;
 
-		if (i > 0 && memcmp(&ids[i], &ids[i - 1], sizeof(pg_uuid_t)) == 0)
+		if (!items[i].lease_released)
 			continue;
-		e = queen_part_slot_entry(&ids[i], false);
+		e = queen_part_slot_entry(pid, false);
 		if (e != NULL)
 		{
 			queen_wake_mark_slot(e->slot);
@@ -248,13 +236,13 @@ queen_consume_wake_released(const QueenAckItem *items, int n)
 								   " JOIN queen.queues q ON q.id = p.queue_id WHERE p.id = $1",
 								   1, types, false);
 		}
-		values[0] = UUIDPGetDatum(&ids[i]);
+		values[0] = UUIDPGetDatum(pid);
 		queen_exec(plan, values, SPI_OK_SELECT, "looking up the queue of a released lease");
 		if (SPI_processed == 0)
 			continue;			/* deleted since */
 		name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 		queen_get_uuid(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &tenant);
-		e = queen_part_slot_entry(&ids[i], true);
+		e = queen_part_slot_entry(pid, true);
 		e->slot = queen_wake_slot(&tenant, name, strlen(name));
 		queen_wake_mark_slot(e->slot);
 	}

@@ -188,7 +188,6 @@ queen_shard_run_control(QueenControl *c)
 
 typedef struct QueenConsumeBatch
 {
-	QueenControl *controls[QUEEN_CONSUME_BATCH];
 	QueenControlTx txs[QUEEN_CONSUME_BATCH];
 	int			n;
 } QueenConsumeBatch;
@@ -209,7 +208,7 @@ queen_shard_consume_batch_body(void *arg)
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < b->n; i++)
 		{
-			QueenControl *c = b->controls[i];
+			QueenControl *c = b->txs[i].c;
 
 			if ((c->op == QUEEN_CONTROL_POP) != (pass == 1))
 				continue;
@@ -244,7 +243,6 @@ queen_shard_run_consume_batch(void)
 		QueenControl *c = (QueenControl *) linitial(queen_controls);
 
 		queen_controls = list_delete_first(queen_controls);
-		b->controls[b->n] = c;
 		b->txs[b->n].c = c;
 		b->txs[b->n].status = 500;
 		initStringInfo(&b->txs[b->n].out);
@@ -260,7 +258,8 @@ queen_shard_run_consume_batch(void)
 
 		queen_shard_consume_discard();
 		pg_atomic_fetch_add_u64(&queen_broker->metrics.consume_shared_failed, 1);
-		memcpy(controls, b->controls, sizeof(QueenControl *) * n);
+		for (i = 0; i < n; i++)
+			controls[i] = b->txs[i].c;
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(queen_control_run_cxt);
 		for (i = 0; i < n; i++)
@@ -272,16 +271,18 @@ queen_shard_run_consume_batch(void)
 	}
 
 	for (i = 0; i < b->n; i++)
-		if (b->controls[i]->op == QUEEN_CONTROL_POP && b->txs[i].status == 200 &&
+		if (b->txs[i].c->op == QUEEN_CONTROL_POP && b->txs[i].status == 200 &&
 			queen_test_fault("shard_error_after_pop_commit"))
 			elog(ERROR, "queen.test_fault: a shard fails between a pop's COMMIT and its answer");
 	/* counted and woken only once committed, before the clients hear of it */
 	queen_shard_consume_done(true);
 	for (i = 0; i < b->n; i++)
 	{
-		queen_answer_reply(b->controls[i]->listener, b->controls[i]->request,
-						   b->txs[i].status, b->txs[i].out.data, b->txs[i].out.len);
-		queen_shard_control_free(b->controls[i]);
+		QueenControlTx *tx = &b->txs[i];
+
+		queen_answer_reply(tx->c->listener, tx->c->request, tx->status, tx->out.data,
+						   tx->out.len);
+		queen_shard_control_free(tx->c);
 	}
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(queen_control_run_cxt);
