@@ -477,6 +477,14 @@ queen_candidates_draw(QueenClaim *c, QueenCandidates *e, Datum *qids, int nqueue
 	MemoryContextSwitchTo(old);
 }
 
+/* The pop has all it may take: the budget spent or max_partitions claimed. */
+static inline bool
+queen_claim_full(const QueenClaim *c, int claimed)
+{
+	return c->budget <= 0 ||
+		(c->req->max_partitions > 0 && claimed >= c->req->max_partitions);
+}
+
 /*
  * Claim candidates of the given queues (their first-contact moments beside
  * them) until the budget is spent or max_partitions partitions delivered:
@@ -498,8 +506,7 @@ queen_claim_candidates(QueenClaim *c, Datum *qids, TimestampTz *subs, int nqueue
 	}
 	for (;;)
 	{
-		while (e->next < e->n && tried < cap && c->budget > 0 &&
-			   (c->req->max_partitions <= 0 || claimed < c->req->max_partitions))
+		while (e->next < e->n && tried < cap && !queen_claim_full(c, claimed))
 		{
 			/* a copy: the claim notes the subscription in it */
 			QueenClaimTarget t = e->targets[e->next++];
@@ -518,9 +525,7 @@ queen_claim_candidates(QueenClaim *c, Datum *qids, TimestampTz *subs, int nqueue
 			if (queen_claim_partition(c, &t) > 0)
 				claimed++;
 		}
-		if (drawn || c->budget <= 0 ||
-			(c->req->max_partitions > 0 && claimed >= c->req->max_partitions) ||
-			(claimed > 0 && tried >= cap))
+		if (drawn || queen_claim_full(c, claimed) || (claimed > 0 && tried >= cap))
 			break;
 		/* the list ran out, or none of it had anything: draw afresh, once */
 		queen_candidates_draw(c, e, qids, nqueues);
