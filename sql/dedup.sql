@@ -56,6 +56,16 @@ UPDATE queen.queues SET dedup_window_seconds = 60 WHERE name = 'p4.dedup';
 SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 8}', 'Default', 'order-1');
 RESET queen.dedup_cache_mb;
 
+-- The cache keeps part of each hash and its time rounded down to the second,
+-- so a hit is confirmed against the stored row: rewritten behind the cache's
+-- back, the row decides, exactly as a probe without the cache would.
+SELECT status, log_offset FROM queen.push('p4.confirm', '{}', 'Default', 'c-1');
+SELECT status, log_offset FROM queen.push('p4.confirm', '{}', 'Default', 'c-1');
+UPDATE queen.log_txns SET created_at = created_at - interval '2 hours'
+ WHERE partition_id = qtest.pid('p4.confirm', 'Default');
+SELECT status, log_offset FROM queen.push('p4.confirm', '{}', 'Default', 'c-1');
+SELECT status, log_offset FROM queen.push('p4.confirm', '{}', 'Default', 'c-1');
+
 -- hashes below txns_start were purged: not compared
 CREATE TEMP TABLE second AS SELECT * FROM queen.push('p4.purge', '{}', 'Default', 'p-1');
 SELECT status, log_offset FROM queen.push('p4.purge', '{}', 'Default', 'p-2');

@@ -32,6 +32,9 @@
  *	  the window's cutoff, and the partition has not gone below what it
  *	  verified (last_offset < verified_upto means the rows it knew are gone).
  *	  Otherwise it is dropped and the probe reads the window from the table.
+ *	- A slot keeps only part of its hash and a rounded time (QueenDedupSlot),
+ *	  so a match is a hit the probe confirms against the stored row; a slot
+ *	  decides alone only that it cannot match.
  *
  * The cache trusts that log_txns changes only through Queen: the allocator,
  * and purges that advance txns_start (the lower bound follows it).  Editing
@@ -59,19 +62,30 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-/* One stored hash: 32 bytes. offset < 0 marks an empty slot. */
+/*
+ * One stored hash in 12 bytes, not the 32 the whole hash, offset and time
+ * take, so a budget holds 2.7 times the window.  A slot is therefore only a
+ * hint: its key is 4 of the hash's 16 bytes and its time is rounded down to
+ * the second, so a slot that matches is a hit the probe confirms against
+ * the stored row (dedup_probe.c), and only a slot that cannot match is
+ * decided here.  Hits are the duplicates, and a false one about once in a
+ * billion lookups.
+ */
 typedef struct QueenDedupSlot
 {
-	uint8		hash[QUEEN_HASH_LEN];
-	int64		offset;
-	TimestampTz created_at;
+	uint32		key;			/* the hash's first 4 bytes */
+	uint32		delta;			/* offset - the table's base; QUEEN_SLOT_EMPTY if empty */
+	uint32		created_s;		/* created_at in whole seconds, rounded down */
 } QueenDedupSlot;
+
+#define QUEEN_SLOT_EMPTY PG_UINT32_MAX
 
 /* An open-addressing table of slots, capacity a power of two. */
 typedef struct QueenSlotTable
 {
 	uint32		capacity;		/* 0 = none yet */
 	uint32		used;
+	int64		base;			/* the lowest offset a slot can hold */
 	QueenDedupSlot *slots;
 } QueenSlotTable;
 
@@ -144,36 +158,59 @@ queen_dedup_budget(void)
  */
 
 static inline uint32
-queen_slot_start(const uint8 *hash, uint32 capacity)
+queen_slot_key(const uint8 *hash)
 {
-	uint64		key;
+	uint32		key;
 
-	/* XXH3 output is uniform: its first bytes are a fine table index */
 	memcpy(&key, hash, sizeof(key));
+	return key;
+}
+
+/* XXH3 output is uniform: the key's low bits are a fine table index */
+static inline uint32
+queen_slot_start(uint32 key, uint32 capacity)
+{
 	return (uint32) (key & (capacity - 1));
+}
+
+static inline uint32
+queen_seconds(TimestampTz t)
+{
+	if (t <= 0)
+		return 0;
+	return (uint32) Min(t / USECS_PER_SEC, (TimestampTz) PG_UINT32_MAX - 1);
+}
+
+/* Whether every time the slot's rounded second stands for is before cutoff. */
+static inline bool
+queen_slot_expired(const QueenDedupSlot *s, TimestampTz cutoff)
+{
+	return ((TimestampTz) s->created_s + 1) * USECS_PER_SEC <= cutoff;
 }
 
 /*
  * Insert without growing.  The caller reserved room; the walk is bounded
  * anyway, so an accounting mistake degrades to "not cached", never to a
- * process spinning under a lock.
+ * process spinning under a lock.  An offset more than 2^32 - 2 above the
+ * table's base does not fit a slot either: that partition is not cached.
  */
 static bool
-queen_slot_put(QueenSlotTable *t, const uint8 *hash, int64 offset,
-			   TimestampTz created_at)
+queen_slot_put(QueenSlotTable *t, uint32 key, int64 offset, uint32 created_s)
 {
-	uint32		i = queen_slot_start(hash, t->capacity);
+	uint32		i = queen_slot_start(key, t->capacity);
 	uint32		steps;
 
-	for (steps = 0; t->slots[i].offset >= 0; steps++)
+	if (offset < t->base || offset - t->base >= (int64) QUEEN_SLOT_EMPTY)
+		return false;
+	for (steps = 0; t->slots[i].delta != QUEEN_SLOT_EMPTY; steps++)
 	{
 		if (steps >= t->capacity)
 			return false;
 		i = (i + 1) & (t->capacity - 1);
 	}
-	memcpy(t->slots[i].hash, hash, QUEEN_HASH_LEN);
-	t->slots[i].offset = offset;
-	t->slots[i].created_at = created_at;
+	t->slots[i].key = key;
+	t->slots[i].delta = (uint32) (offset - t->base);
+	t->slots[i].created_s = created_s;
 	t->used++;
 	return true;
 }
@@ -217,18 +254,19 @@ queen_slots_rebuild(QueenSlotTable *t, uint32 newcap, TimestampTz cutoff,
 
 	n.capacity = newcap;
 	n.used = 0;
+	n.base = t->base;
 	n.slots = MemoryContextAllocExtended(cxt, (Size) newcap * sizeof(QueenDedupSlot),
 										 MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
 	if (n.slots == NULL)
 		return false;
 	for (i = 0; i < newcap; i++)
-		n.slots[i].offset = -1;
+		n.slots[i].delta = QUEEN_SLOT_EMPTY;
 	for (i = 0; i < t->capacity; i++)
 	{
 		QueenDedupSlot *s = &t->slots[i];
 
-		if (s->offset >= 0 && s->created_at >= cutoff)
-			(void) queen_slot_put(&n, s->hash, s->offset, s->created_at);
+		if (s->delta != QUEEN_SLOT_EMPTY && !queen_slot_expired(s, cutoff))
+			(void) queen_slot_put(&n, s->key, t->base + s->delta, s->created_s);
 	}
 	if (t->slots != NULL)
 		pfree(t->slots);
@@ -241,22 +279,23 @@ static bool
 queen_slots_add(QueenSlotTable *t, const uint8 *hashes, int count, int64 base,
 				TimestampTz created_at)
 {
+	uint32		created_s = queen_seconds(created_at);
 	int			k;
 
 	for (k = 0; k < count; k++)
-		if (!queen_slot_put(t, hashes + (Size) k * QUEEN_HASH_LEN, base + k, created_at))
+		if (!queen_slot_put(t, queen_slot_key(hashes + (Size) k * QUEEN_HASH_LEN), base + k,
+							created_s))
 			return false;
 	return true;
 }
 
 /*
- * For each incoming hash, lower first_off[i] to the smallest offset above
- * from written at or after cutoff that carries it (first_off[i] < 0 means no
- * match yet).
+ * Add to hits every slot above from that may hold incoming hash k written
+ * at or after cutoff: the candidates the probe verifies.
  */
 static void
 queen_slots_match(const QueenSlotTable *t, const uint8 *incoming, int count,
-				  int64 from, TimestampTz cutoff, int64 *first_off)
+				  int64 from, TimestampTz cutoff, QueenDedupHits *hits)
 {
 	int			k;
 
@@ -264,20 +303,28 @@ queen_slots_match(const QueenSlotTable *t, const uint8 *incoming, int count,
 		return;
 	for (k = 0; k < count; k++)
 	{
-		const uint8 *h = incoming + (Size) k * QUEEN_HASH_LEN;
-		uint32		i = queen_slot_start(h, t->capacity);
+		uint32		key = queen_slot_key(incoming + (Size) k * QUEEN_HASH_LEN);
+		uint32		i = queen_slot_start(key, t->capacity);
 		uint32		steps;
 
-		for (steps = 0; steps < t->capacity && t->slots[i].offset >= 0;
+		for (steps = 0; steps < t->capacity && t->slots[i].delta != QUEEN_SLOT_EMPTY;
 			 steps++, i = (i + 1) & (t->capacity - 1))
 		{
 			const QueenDedupSlot *s = &t->slots[i];
+			int64		offset = t->base + s->delta;
 
-			if (memcmp(s->hash, h, QUEEN_HASH_LEN) != 0 ||
-				s->offset <= from || s->created_at < cutoff)
+			if (s->key != key || offset <= from || queen_slot_expired(s, cutoff))
 				continue;
-			if (first_off[k] < 0 || s->offset < first_off[k])
-				first_off[k] = s->offset;
+			if (hits->n == hits->cap)
+			{
+				hits->cap = Max(16, hits->cap * 2);
+				hits->hits = hits->hits == NULL
+					? palloc(sizeof(QueenDedupHit) * hits->cap)
+					: repalloc(hits->hits, sizeof(QueenDedupHit) * hits->cap);
+			}
+			hits->hits[hits->n].index = k;
+			hits->hits[hits->n].offset = offset;
+			hits->n++;
 		}
 	}
 }
@@ -442,9 +489,25 @@ queen_dedup_cache_create(const pg_uuid_t *pid, TimestampTz generation, int64 flo
 	e->loaded_since = loaded_since;
 	e->t.capacity = 0;
 	e->t.used = 0;
+	e->t.base = floor + 1;
 	e->t.slots = NULL;
 	dlist_push_head(&queen_dedup_lru, &e->lru);
 	return e;
+}
+
+/*
+ * Whether the budget has room for about count more hashes without evicting
+ * anything.
+ */
+bool
+queen_dedup_cache_room(uint64 count)
+{
+	/* slots are kept at most 3/4 full in power-of-two tables: 2x is safe */
+	uint64		need = count * 2 * sizeof(QueenDedupSlot);
+
+	if (queen_dedup_cache_mb <= 0)
+		return false;
+	return queen_dedup_bytes + need <= queen_dedup_budget();
 }
 
 void
@@ -482,9 +545,9 @@ queen_dedup_cache_verified_upto(const QueenDedupEntry *e)
 
 void
 queen_dedup_cache_match(const QueenDedupEntry *e, const uint8 *incoming, int count,
-						int64 from, TimestampTz cutoff, int64 *first_off)
+						int64 from, TimestampTz cutoff, QueenDedupHits *hits)
 {
-	queen_slots_match(&e->t, incoming, count, from, cutoff, first_off);
+	queen_slots_match(&e->t, incoming, count, from, cutoff, hits);
 }
 
 /* ----------------------------------------------------------------
@@ -630,11 +693,11 @@ queen_dedup_own_forget_windows(void)
 int64
 queen_dedup_own_match(const QueenOwnPartition *o, int64 last_offset,
 					  const uint8 *incoming, int count, int64 from,
-					  TimestampTz cutoff, int64 *first_off)
+					  TimestampTz cutoff, QueenDedupHits *hits)
 {
 	if (o == NULL || !o->indexed || o->upto != last_offset)
 		return last_offset;
-	queen_slots_match(&o->own, incoming, count, from, cutoff, first_off);
+	queen_slots_match(&o->own, incoming, count, from, cutoff, hits);
 	return o->floor;
 }
 
@@ -662,6 +725,7 @@ queen_own_index(QueenOwnPartition *o, const QueenPendingWrite *w)
 	{
 		o->floor = w->base_offset - 1;
 		o->upto = o->floor;
+		o->own.base = w->base_offset;
 		o->indexed = true;
 	}
 	newcap = queen_slots_needed(&o->own, (uint64) o->own.used + w->count, &too_big);

@@ -17,12 +17,30 @@
 
 typedef struct QueenDedupEntry QueenDedupEntry;
 
+/*
+ * A slot that may hold incoming hash index at offset: the caches keep part
+ * of each hash, so the probe confirms a hit against the stored row.
+ */
+typedef struct QueenDedupHit
+{
+	int32		index;
+	int64		offset;
+} QueenDedupHit;
+
+typedef struct QueenDedupHits
+{
+	int			n;
+	int			cap;
+	QueenDedupHit *hits;		/* palloc'd in the caller's context */
+} QueenDedupHits;
+
 extern QueenDedupEntry *queen_dedup_cache_get(const pg_uuid_t *pid, TimestampTz generation,
 											  int64 from, TimestampTz cutoff,
 											  int64 last_offset);
 extern QueenDedupEntry *queen_dedup_cache_create(const pg_uuid_t *pid, TimestampTz generation,
 												 int64 floor, TimestampTz loaded_since);
 extern void queen_dedup_cache_drop(QueenDedupEntry *e);
+extern bool queen_dedup_cache_room(uint64 count);
 extern bool queen_dedup_cache_add(QueenDedupEntry *e, const uint8 *hashes, int count,
 								  int64 base, TimestampTz created_at, TimestampTz cutoff);
 extern void queen_dedup_cache_verified(QueenDedupEntry *e, int64 last_offset,
@@ -30,7 +48,7 @@ extern void queen_dedup_cache_verified(QueenDedupEntry *e, int64 last_offset,
 extern int64 queen_dedup_cache_verified_upto(const QueenDedupEntry *e);
 extern void queen_dedup_cache_match(const QueenDedupEntry *e, const uint8 *incoming,
 									int count, int64 from, TimestampTz cutoff,
-									int64 *first_off);
+									QueenDedupHits *hits);
 /*
  * What the allocator knows of a partition this transaction wrote to, so
  * that later pushes to it in the same transaction neither lock nor update
@@ -66,7 +84,7 @@ extern void queen_dedup_own_forget_windows(void);
 extern const pg_uuid_t *queen_dedup_own_pid(const QueenOwnAlloc *a);
 extern int64 queen_dedup_own_match(const QueenOwnPartition *o, int64 last_offset,
 								   const uint8 *incoming, int count, int64 from,
-								   TimestampTz cutoff, int64 *first_off);
+								   TimestampTz cutoff, QueenDedupHits *hits);
 extern void queen_dedup_cache_remember(const pg_uuid_t *pid, int64 base, int32 count,
 									   TimestampTz created_at, const uint8 *hashes);
 

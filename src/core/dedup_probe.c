@@ -8,7 +8,8 @@
  * probed range before our allocation, and a clean probe is final.  What
  * this process already read comes from the dedup cache (dedup_cache.c),
  * what this transaction wrote itself is matched in memory, and only the
- * rest is read from log_txns.
+ * rest is read from log_txns.  Both memories keep part of each hash, so
+ * what they match is confirmed against its stored row.
  *
  *-------------------------------------------------------------------------
  */
@@ -39,6 +40,21 @@ static const char *const sql_probe =
 " ORDER BY base_offset DESC";
 
 static SPIPlanPtr queen_probe_plan = NULL;
+
+/* The hash row holding offset $2, if any: the one that may straddle it. */
+static const char *const sql_covering =
+"SELECT base_offset, created_at, hashes FROM queen.log_txns"
+" WHERE partition_id = $1 AND base_offset <= $2"
+" ORDER BY base_offset DESC LIMIT 1";
+
+static SPIPlanPtr queen_covering_plan = NULL;
+
+/*
+ * A range longer than this many offsets is walked without keeping what it
+ * reads unless the cache has room for it: filling one partition by evicting
+ * others would only make their next probes read their windows in turn.
+ */
+#define QUEEN_PROBE_FILL_ALWAYS 1024
 
 /*
  * Lower first_off[i] to the offset of every stored frame of one log_txns row
@@ -144,6 +160,74 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 	pfree(sorted);
 }
 
+static int
+queen_hit_cmp(const void *a, const void *b)
+{
+	const QueenDedupHit *x = a;
+	const QueenDedupHit *y = b;
+
+	return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/*
+ * Confirm the caches' hits against the stored rows.  A slot keeps part of
+ * its hash and a rounded time, so each hit's row is read and every one of
+ * its frames compared in full, exactly as a walk would; a hit whose row is
+ * gone or differs is nothing.  Rows are read once however many hits they
+ * hold: a retried batch is one row.
+ */
+static void
+queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
+					TimestampTz cutoff, QueenDedupHits *hits, int64 *first_off)
+{
+	QueenHashRef *sorted;
+	Oid			types[2] = {UUIDOID, INT8OID};
+	int64		row_end = -1;
+	int			h;
+
+	if (hits->n == 0)
+		return;
+	sorted = queen_hash_refs(incoming, k);
+	qsort(hits->hits, hits->n, sizeof(QueenDedupHit), queen_hit_cmp);
+	for (h = 0; h < hits->n; h++)
+	{
+		Datum		values[2];
+		HeapTuple	tuple;
+		TupleDesc	desc;
+		bytea	   *stored;
+		bool		isnull;
+		int64		base;
+		Size		nstored;
+		int			rc;
+
+		if (hits->hits[h].offset <= row_end)
+			continue;			/* in the row just compared */
+		values[0] = UUIDPGetDatum(&t->pid);
+		values[1] = Int64GetDatum(hits->hits[h].offset);
+		/* a fresh snapshot, as the walk's: see queen_probe_read */
+		rc = SPI_execute_plan(queen_plan_once(&queen_covering_plan, sql_covering, 2, types, true),
+							  values, NULL, false, 1);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "queen: dedup confirmation failed: %s", SPI_result_code_string(rc));
+		if (SPI_processed == 0)
+		{
+			SPI_freetuptable(SPI_tuptable);
+			continue;
+		}
+		tuple = SPI_tuptable->vals[0];
+		desc = SPI_tuptable->tupdesc;
+		base = queen_get_int64(tuple, desc, 1);
+		stored = DatumGetByteaPP(SPI_getbinval(tuple, desc, 3, &isnull));
+		nstored = VARSIZE_ANY_EXHDR(stored) / QUEEN_HASH_LEN;
+		row_end = Max(base + (int64) nstored - 1, hits->hits[h].offset);
+		if (queen_get_timestamptz(tuple, desc, 2) >= cutoff)
+			queen_probe_row(sorted, k, (const uint8 *) VARDATA_ANY(stored), nstored,
+							base, from, first_off);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	pfree(sorted);
+}
+
 /* The duplicates first_off found, as seg->dups (in out_cxt); how many. */
 static int
 queen_probe_verdict(QueenSegment *seg, const int64 *first_off, MemoryContext out_cxt)
@@ -193,6 +277,7 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 	bool		own_writes = own != NULL;
 	QueenDedupEntry *cached;
 	QueenDedupEntry *fill = NULL;
+	QueenDedupHits hits = {0, 0, NULL};
 	int64		read_from = from;
 	int64		read_upto;
 	int			i,
@@ -204,7 +289,7 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 	cached = queen_dedup_cache_get(&t->pid, t->generation, from, cutoff, t->last_offset);
 	if (cached != NULL)
 	{
-		queen_dedup_cache_match(cached, incoming, k, from, cutoff, first_off);
+		queen_dedup_cache_match(cached, incoming, k, from, cutoff, &hits);
 		read_from = Max(from, queen_dedup_cache_verified_upto(cached));
 		if (!own_writes)
 			fill = cached;
@@ -214,13 +299,22 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 
 	/* what this transaction wrote itself is matched in memory, not reread */
 	read_upto = queen_dedup_own_match(own, t->last_offset, incoming, k, from, cutoff,
-									  first_off);
+									  &hits);
 
+	if (fill != NULL && read_upto - read_from > QUEEN_PROBE_FILL_ALWAYS &&
+		!queen_dedup_cache_room((uint64) (read_upto - read_from)))
+	{
+		queen_dedup_cache_drop(fill);
+		fill = NULL;
+	}
 	if (read_upto > read_from)
 		queen_probe_read(t, incoming, k, from, read_from, read_upto, cutoff,
 						 &fill, first_off);
 	if (fill != NULL)
 		queen_dedup_cache_verified(fill, t->last_offset, cutoff);
+	queen_probe_confirm(t, incoming, k, from, cutoff, &hits, first_off);
+	if (hits.hits != NULL)
+		pfree(hits.hits);
 
 	ndups = queen_probe_verdict(seg, first_off, out_cxt);
 	pfree(first_off);
