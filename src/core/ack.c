@@ -213,14 +213,14 @@ queen_ack_status(const char *status, size_t len)
  * come newest first when descending.  The hashes live in the row being
  * walked only.
  */
-typedef bool (*QueenHashVisit) (QueenAckGroup *g, const QueenHashRef *sorted,
+typedef bool (*QueenHashVisit) (QueenAckGroup *g, const QueenHashRefs *refs,
 								int64 off, const uint8 *hash);
 
 static void
 queen_ack_walk(QueenAckGroup *g, SPIPlanPtr plan, Datum *values, bool descending,
 			   int64 lo, int64 hi, QueenHashVisit visit)
 {
-	QueenHashRef *sorted = queen_hash_refs(g->hashes, g->n);
+	QueenHashRefs *refs = queen_hash_refs(g->hashes, g->n);
 	/* a fresh snapshot: the rows of the batch the locked row leases */
 	Portal		portal = SPI_cursor_open(NULL, plan, values, NULL, false);
 	bool		done = false;
@@ -249,7 +249,7 @@ queen_ack_walk(QueenAckGroup *g, SPIPlanPtr plan, Datum *values, bool descending
 			for (j = descending ? last : first;
 				 !done && (descending ? j >= first : j <= last);
 				 j += descending ? -1 : 1)
-				done = visit(g, sorted, base + j, stored + j * QUEEN_HASH_LEN);
+				done = visit(g, refs, base + j, stored + j * QUEEN_HASH_LEN);
 			if (descending ? base <= lo : base + nstored - 1 >= hi)
 				done = true;
 			if ((Pointer) blob != DatumGetPointer(d))
@@ -258,7 +258,7 @@ queen_ack_walk(QueenAckGroup *g, SPIPlanPtr plan, Datum *values, bool descending
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(portal);
-	pfree(sorted);
+	queen_hash_refs_free(refs);
 }
 
 /* Are the ids of every item whose field is still -1 found? */
@@ -275,17 +275,19 @@ queen_ack_all_found(const int64 *field, int n)
 
 /* Walking up the span: the first match of an id is its lowest offset there. */
 static bool
-queen_ack_visit_span(QueenAckGroup *g, const QueenHashRef *sorted, int64 off,
+queen_ack_visit_span(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
 					 const uint8 *hash)
 {
-	int			i = queen_hash_refs_find(sorted, g->n, hash);
+	QueenHashRefIter it;
 	bool		found = false;
+	int32		idx;
 
-	for (; queen_hash_refs_match(sorted, g->n, i, hash); i++)
+	for (idx = queen_hash_refs_first(refs, hash, &it); idx >= 0;
+		 idx = queen_hash_refs_next(refs, hash, &it))
 	{
-		if (g->eff[sorted[i].index] < 0)
+		if (g->eff[idx] < 0)
 		{
-			g->eff[sorted[i].index] = off;
+			g->eff[idx] = off;
 			found = true;
 		}
 	}
@@ -294,17 +296,17 @@ queen_ack_visit_span(QueenAckGroup *g, const QueenHashRef *sorted, int64 off,
 
 /* Walking down below the cursor, for the ids the span did not hold. */
 static bool
-queen_ack_visit_below(QueenAckGroup *g, const QueenHashRef *sorted, int64 off,
+queen_ack_visit_below(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
 					  const uint8 *hash)
 {
-	int			i = queen_hash_refs_find(sorted, g->n, hash);
+	QueenHashRefIter it;
 	bool		found = false;
+	int32		idx;
 	int			k;
 
-	for (; queen_hash_refs_match(sorted, g->n, i, hash); i++)
+	for (idx = queen_hash_refs_first(refs, hash, &it); idx >= 0;
+		 idx = queen_hash_refs_next(refs, hash, &it))
 	{
-		int			idx = sorted[i].index;
-
 		if (g->eff[idx] < 0 && g->below[idx] < 0)
 		{
 			g->below[idx] = off;

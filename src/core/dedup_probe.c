@@ -61,7 +61,7 @@ static SPIPlanPtr queen_covering_plan = NULL;
  * above from whose hash equals incoming frame i.
  */
 static void
-queen_probe_row(const QueenHashRef *sorted, int k, const uint8 *stored,
+queen_probe_row(const QueenHashRefs *refs, const uint8 *stored,
 				Size nstored, int64 base, int64 from, int64 *first_off)
 {
 	Size		j;
@@ -70,12 +70,13 @@ queen_probe_row(const QueenHashRef *sorted, int k, const uint8 *stored,
 	for (j = (Size) Max(from + 1 - base, 0); j < nstored; j++)
 	{
 		const uint8 *hash = stored + j * QUEEN_HASH_LEN;
-		int			lo = queen_hash_refs_find(sorted, k, hash);
+		QueenHashRefIter it;
+		int32		idx;
 
-		for (; queen_hash_refs_match(sorted, k, lo, hash); lo++)
+		for (idx = queen_hash_refs_first(refs, hash, &it); idx >= 0;
+			 idx = queen_hash_refs_next(refs, hash, &it))
 		{
 			int64		off = base + (int64) j;
-			int32		idx = sorted[lo].index;
 
 			if (first_off[idx] < 0 || off < first_off[idx])
 				first_off[idx] = off;
@@ -93,7 +94,7 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 				 int64 read_from, int64 read_upto, TimestampTz cutoff,
 				 QueenDedupEntry **fill, int64 *first_off)
 {
-	QueenHashRef *sorted = queen_hash_refs(incoming, k);
+	QueenHashRefs *refs = queen_hash_refs(incoming, k);
 	Oid			types[3] = {UUIDOID, INT8OID, INT8OID};
 	Datum		values[3];
 	Portal		portal;
@@ -141,7 +142,7 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 				continue;
 			stored = DatumGetByteaPP(d);
 			nstored = VARSIZE_ANY_EXHDR(stored) / QUEEN_HASH_LEN;
-			queen_probe_row(sorted, k, (const uint8 *) VARDATA_ANY(stored),
+			queen_probe_row(refs, (const uint8 *) VARDATA_ANY(stored),
 							nstored, base, from, first_off);
 			if (*fill != NULL &&
 				!queen_dedup_cache_add(*fill, (const uint8 *) VARDATA_ANY(stored),
@@ -157,7 +158,7 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(portal);
-	pfree(sorted);
+	queen_hash_refs_free(refs);
 }
 
 static int
@@ -180,14 +181,14 @@ static void
 queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 					TimestampTz cutoff, QueenDedupHits *hits, int64 *first_off)
 {
-	QueenHashRef *sorted;
+	QueenHashRefs *refs;
 	Oid			types[2] = {UUIDOID, INT8OID};
 	int64		row_end = -1;
 	int			h;
 
 	if (hits->n == 0)
 		return;
-	sorted = queen_hash_refs(incoming, k);
+	refs = queen_hash_refs(incoming, k);
 	qsort(hits->hits, hits->n, sizeof(QueenDedupHit), queen_hit_cmp);
 	for (h = 0; h < hits->n; h++)
 	{
@@ -221,11 +222,11 @@ queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 fr
 		nstored = VARSIZE_ANY_EXHDR(stored) / QUEEN_HASH_LEN;
 		row_end = Max(base + (int64) nstored - 1, hits->hits[h].offset);
 		if (queen_get_timestamptz(tuple, desc, 2) >= cutoff)
-			queen_probe_row(sorted, k, (const uint8 *) VARDATA_ANY(stored), nstored,
+			queen_probe_row(refs, (const uint8 *) VARDATA_ANY(stored), nstored,
 							base, from, first_off);
 		SPI_freetuptable(SPI_tuptable);
 	}
-	pfree(sorted);
+	queen_hash_refs_free(refs);
 }
 
 /* The duplicates first_off found, as seg->dups (in out_cxt); how many. */

@@ -1,71 +1,57 @@
 /*-------------------------------------------------------------------------
  *
  * hash_refs.c
- *	  A sorted index over transactionId hashes, for the dedup probe
+ *	  A hash set over transactionId hashes, for the dedup probe
  *	  (dedup_probe.c) and the ack's resolution (ack.c).
  *
  * Both walk a partition's stored hashes frame by frame and must find, for
- * each stored hash, every looked-for hash equal to it.  Sorting the few
- * looked-for hashes once and binary-searching per stored frame costs
- * O(n log k) for n stored frames, instead of O(n k).
+ * each stored hash, every looked-for hash equal to it.  When the dedup
+ * cache cannot hold a partition's window, the probe's walk visits every
+ * stored hash of that window on every push, so this lookup is the inner
+ * loop of the write path's worst case: a binary search over sorted 16-byte
+ * keys was a third of all CPU there (docs/BENCHMARKS.md).  Open addressing
+ * on the first 8 bytes, at most half full, answers "none" with one or two
+ * slot loads.
  *
  *-------------------------------------------------------------------------
  */
 #include "hash_refs.h"
 
-static int
-queen_hash_ref_cmp(const void *a, const void *b)
-{
-	const QueenHashRef *x = (const QueenHashRef *) a;
-	const QueenHashRef *y = (const QueenHashRef *) b;
-	int			c = memcmp(x->hash, y->hash, QUEEN_HASH_LEN);
-
-	if (c != 0)
-		return c;
-	return (x->index > y->index) - (x->index < y->index);
-}
-
 /*
- * The k hashes of a packed blob (16 bytes each), sorted by hash and then by
- * position, in the current memory context.  The entries point into hashes,
- * which must outlive them.
+ * A set over the k hashes of a packed blob (16 bytes each), in the current
+ * memory context.  It points into hashes, which must outlive it.
  */
-QueenHashRef *
+QueenHashRefs *
 queen_hash_refs(const uint8 *hashes, int k)
 {
-	QueenHashRef *sorted = palloc(sizeof(QueenHashRef) * Max(k, 1));
-	int			i;
+	QueenHashRefs *r = palloc(sizeof(QueenHashRefs));
+	uint32		nslots = 16;
+	uint32		i;
+	int			n;
 
-	for (i = 0; i < k; i++)
+	while (nslots < (uint32) Max(k, 1) * 2)
+		nslots <<= 1;
+	r->mask = nslots - 1;
+	r->hashes = hashes;
+	r->slots = palloc(sizeof(QueenHashRefSlot) * nslots);
+	for (i = 0; i < nslots; i++)
+		r->slots[i].index = -1;
+	for (n = 0; n < k; n++)
 	{
-		sorted[i].hash = hashes + (Size) i * QUEEN_HASH_LEN;
-		sorted[i].index = i;
+		uint64		head;
+
+		memcpy(&head, hashes + (Size) n * QUEEN_HASH_LEN, sizeof(head));
+		for (i = (uint32) head & r->mask; r->slots[i].index >= 0; i = (i + 1) & r->mask)
+			;
+		r->slots[i].head = head;
+		r->slots[i].index = n;
 	}
-	qsort(sorted, k, sizeof(QueenHashRef), queen_hash_ref_cmp);
-	return sorted;
+	return r;
 }
 
-/*
- * The first entry of sorted equal to hash, or where it would be: callers
- * walk on while queen_hash_refs_match() says the entry is still that hash,
- * so a hash looked for twice is found twice.
- */
-int
-queen_hash_refs_find(const QueenHashRef *sorted, int k, const uint8 *hash)
+void
+queen_hash_refs_free(QueenHashRefs *r)
 {
-	QueenHashRef key = {hash, -1};
-	int			lo = 0,
-				hi = k;
-
-	/* lower bound: index -1 sorts before every real entry with that hash */
-	while (lo < hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-
-		if (queen_hash_ref_cmp(&sorted[mid], &key) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	pfree(r->slots);
+	pfree(r);
 }

@@ -1,13 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * hash_refs.h
- *	  A sorted index over a set of transactionId hashes (hash_refs.c), so
- *	  that a walk over a partition's stored hashes (log_txns) can ask, frame
- *	  by frame, which of the hashes it is looking for a frame matches.
+ *	  A hash set over a few transactionId hashes (hash_refs.c), so that a
+ *	  walk over a partition's stored hashes (log_txns) can ask, frame by
+ *	  frame, which of the hashes it is looking for a frame matches.
  *
  * The dedup probe looks up a segment's incoming hashes this way, and the
  * ack the hashes of the transactionIds it acknowledges: one lookup rule for
- * both, binary search over 16-byte keys.
+ * both.  A walk asks once per stored frame, and nearly every answer is "none",
+ * so that answer must cost a few nanoseconds: a load and a compare, most
+ * often against an empty slot.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,23 +18,57 @@
 
 #include "queen.h"
 
-/* One hash looked for, and its position in the caller's list. */
-typedef struct QueenHashRef
+typedef struct QueenHashRefSlot
 {
-	const uint8 *hash;
-	int32		index;
-} QueenHashRef;
+	uint64		head;			/* the hash's first 8 bytes */
+	int32		index;			/* its position in the caller's list; -1: empty */
+} QueenHashRefSlot;
 
-extern QueenHashRef *queen_hash_refs(const uint8 *hashes, int k);
-extern int	queen_hash_refs_find(const QueenHashRef *sorted, int k,
-								 const uint8 *hash);
-
-/* Is sorted[i] (i < k, as queen_hash_refs_find returns) still that hash? */
-static inline bool
-queen_hash_refs_match(const QueenHashRef *sorted, int k, int i,
-					  const uint8 *hash)
+typedef struct QueenHashRefs
 {
-	return i < k && memcmp(sorted[i].hash, hash, QUEEN_HASH_LEN) == 0;
+	uint32		mask;			/* slots - 1; at most half of them used */
+	const uint8 *hashes;		/* the caller's, 16 bytes each */
+	QueenHashRefSlot *slots;
+} QueenHashRefs;
+
+/* Where a lookup stands: callers loop first/next until -1. */
+typedef struct QueenHashRefIter
+{
+	uint64		head;
+	uint32		pos;
+} QueenHashRefIter;
+
+extern QueenHashRefs *queen_hash_refs(const uint8 *hashes, int k);
+extern void queen_hash_refs_free(QueenHashRefs *r);
+
+/*
+ * The next position in the caller's list whose hash equals hash, or -1.  A
+ * hash looked for twice is found twice.
+ */
+static inline int32
+queen_hash_refs_next(const QueenHashRefs *r, const uint8 *hash, QueenHashRefIter *it)
+{
+	for (;;)
+	{
+		const QueenHashRefSlot *s = &r->slots[it->pos];
+
+		if (s->index < 0)
+			return -1;
+		it->pos = (it->pos + 1) & r->mask;
+		if (s->head == it->head &&
+			memcmp(r->hashes + (Size) s->index * QUEEN_HASH_LEN + 8, hash + 8,
+				   QUEEN_HASH_LEN - 8) == 0)
+			return s->index;
+	}
+}
+
+static inline int32
+queen_hash_refs_first(const QueenHashRefs *r, const uint8 *hash, QueenHashRefIter *it)
+{
+	memcpy(&it->head, hash, sizeof(it->head));
+	/* XXH3 output is uniform: its low bits are a fine slot number */
+	it->pos = (uint32) it->head & r->mask;
+	return queen_hash_refs_next(r, hash, it);
 }
 
 #endif							/* QUEEN_HASH_REFS_H */
