@@ -37,6 +37,7 @@
 #include "hash_refs.h"
 #include "log_read.h"
 #include "spi.h"
+#include "txns_walk.h"
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -61,21 +62,6 @@ static const char *const sql_ack_lock =
 
 static const char *const sql_ack_partition =
 "SELECT 1 FROM queen.log_partitions WHERE id = $1";
-
-/* Hash rows from the one straddling $2 up to $3, ascending. */
-static const char *const sql_ack_span =
-"SELECT base_offset, hashes FROM queen.log_txns"
-" WHERE partition_id = $1"
-"   AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_txns"
-"                                 WHERE partition_id = $1 AND base_offset <= $2), $2)"
-"   AND base_offset <= $3"
-" ORDER BY base_offset";
-
-/* Hash rows at or below the cursor, newest first. */
-static const char *const sql_ack_below =
-"SELECT base_offset, hashes FROM queen.log_txns"
-" WHERE partition_id = $1 AND base_offset <= $2"
-" ORDER BY base_offset DESC";
 
 /*
  * Every cursor move and lease change of the ack.  total_consumed counts the
@@ -119,8 +105,6 @@ static const char *const sql_renew =
 
 static SPIPlanPtr queen_ack_lock_plan = NULL;
 static SPIPlanPtr queen_ack_partition_plan = NULL;
-static SPIPlanPtr queen_ack_span_plan = NULL;
-static SPIPlanPtr queen_ack_below_plan = NULL;
 static SPIPlanPtr queen_ack_update_plan = NULL;
 static SPIPlanPtr queen_dlq_insert_plan = NULL;
 static SPIPlanPtr queen_renew_plan = NULL;
@@ -208,56 +192,35 @@ queen_ack_status(const char *status, size_t len)
  */
 
 /*
- * Walk hash rows from a cursor over a plan, calling visit for each frame
- * the caller's range admits, until visit says every id is found.  Rows
- * come newest first when descending.  The hashes live in the row being
- * walked only.
+ * Walk the hash rows holding [lo, hi] (txns_walk.c), calling visit for each
+ * frame in that range, until visit says every id is found.  Rows come
+ * newest first when descending.  The hashes live in the row being walked
+ * only.
  */
 typedef bool (*QueenHashVisit) (QueenAckGroup *g, const QueenHashRefs *refs,
 								int64 off, const uint8 *hash);
 
 static void
-queen_ack_walk(QueenAckGroup *g, SPIPlanPtr plan, Datum *values, bool descending,
-			   int64 lo, int64 hi, QueenHashVisit visit)
+queen_ack_walk(QueenAckGroup *g, bool descending, int64 lo, int64 hi, QueenHashVisit visit)
 {
 	QueenHashRefs *refs = queen_hash_refs(g->hashes, g->n);
 	/* a fresh snapshot: the rows of the batch the locked row leases */
-	Portal		portal = SPI_cursor_open(NULL, plan, values, NULL, false);
+	QueenTxnsWalk *w = queen_txns_walk_begin(g->pid, lo, hi, descending);
+	QueenTxnsRow row;
 	bool		done = false;
 
-	while (!done)
+	while (!done && queen_txns_walk_next(w, &row))
 	{
-		uint64		r;
+		int64		first = Max(lo - row.base, 0);
+		int64		last = Min(hi - row.base, row.count - 1);
+		int64		j;
 
-		SPI_cursor_fetch(portal, true, 16);
-		if (SPI_processed == 0)
-			break;
-		for (r = 0; r < SPI_processed && !done; r++)
-		{
-			HeapTuple	tuple = SPI_tuptable->vals[r];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			int64		base = queen_get_int64(tuple, desc, 1);
-			bool		isnull;
-			Datum		d = SPI_getbinval(tuple, desc, 2, &isnull);
-			bytea	   *blob = DatumGetByteaPP(d);
-			const uint8 *stored = (const uint8 *) VARDATA_ANY(blob);
-			int64		nstored = VARSIZE_ANY_EXHDR(blob) / QUEEN_HASH_LEN;
-			int64		first = Max(lo - base, 0);
-			int64		last = Min(hi - base, nstored - 1);
-			int64		j;
-
-			for (j = descending ? last : first;
-				 !done && (descending ? j >= first : j <= last);
-				 j += descending ? -1 : 1)
-				done = visit(g, refs, base + j, stored + j * QUEEN_HASH_LEN);
-			if (descending ? base <= lo : base + nstored - 1 >= hi)
-				done = true;
-			if ((Pointer) blob != DatumGetPointer(d))
-				pfree(blob);	/* detoasted copy: a long walk must not pile them up */
-		}
-		SPI_freetuptable(SPI_tuptable);
+		for (j = descending ? last : first;
+			 !done && (descending ? j >= first : j <= last);
+			 j += descending ? -1 : 1)
+			done = visit(g, refs, row.base + j, row.hashes + j * QUEEN_HASH_LEN);
 	}
-	SPI_cursor_close(portal);
+	queen_txns_walk_end(w);
 	queen_hash_refs_free(refs);
 }
 
@@ -325,8 +288,6 @@ queen_ack_visit_below(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
 static void
 queen_ack_resolve(QueenAckGroup *g)
 {
-	Oid			types[3] = {UUIDOID, INT8OID, INT8OID};
-	Datum		values[3];
 	int64		lo = Max(g->committed + 1, g->txns_start);
 	int64		hi = g->batch_end >= 0 ? g->batch_end : PG_INT64_MAX;
 	int			i;
@@ -345,20 +306,10 @@ queen_ack_resolve(QueenAckGroup *g)
 		g->below[i] = -1;
 	}
 
-	values[0] = UUIDPGetDatum(g->pid);
 	if (lo <= hi)
-	{
-		values[1] = Int64GetDatum(lo);
-		values[2] = Int64GetDatum(hi);
-		queen_ack_walk(g, queen_plan_once(&queen_ack_span_plan, sql_ack_span, 3, types, true),
-					   values, false, lo, hi, queen_ack_visit_span);
-	}
+		queen_ack_walk(g, false, lo, hi, queen_ack_visit_span);
 	if (g->committed >= 0 && !queen_ack_all_found(g->eff, g->n))
-	{
-		values[1] = Int64GetDatum(g->committed);
-		queen_ack_walk(g, queen_plan_once(&queen_ack_below_plan, sql_ack_below, 2, types, true),
-					   values, true, 0, g->committed, queen_ack_visit_below);
-	}
+		queen_ack_walk(g, true, 0, g->committed, queen_ack_visit_below);
 }
 
 /* ----------------------------------------------------------------

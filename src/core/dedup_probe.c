@@ -17,37 +17,7 @@
 #include "dedup_cache.h"
 #include "hash_refs.h"
 #include "log_write_int.h"
-#include "spi.h"
-
-#include "catalog/pg_type.h"
-
-/*
- * Candidate hash rows for a probe above $2: from the row that may straddle
- * it (the greatest base_offset <= $2) upwards, newest first along the
- * primary key.  created_at is monotone in offset order (stamped under the
- * row lock), so the reader stops at the first row older than the window:
- * it visits the window's rows above $2 and no others.  One range on the
- * primary key, not a UNION of two, so the plan is one backward index scan
- * the cursor can stop early (the UNION was planned as a bitmap scan and a
- * sort of the whole partition).
- */
-static const char *const sql_probe =
-"SELECT base_offset, end_offset, created_at, hashes FROM queen.log_txns"
-" WHERE partition_id = $1"
-"   AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_txns"
-"                                 WHERE partition_id = $1 AND base_offset <= $2), $2 + 1)"
-"   AND base_offset <= $3"
-" ORDER BY base_offset DESC";
-
-static SPIPlanPtr queen_probe_plan = NULL;
-
-/* The hash row holding offset $2, if any: the one that may straddle it. */
-static const char *const sql_covering =
-"SELECT base_offset, created_at, hashes FROM queen.log_txns"
-" WHERE partition_id = $1 AND base_offset <= $2"
-" ORDER BY base_offset DESC LIMIT 1";
-
-static SPIPlanPtr queen_covering_plan = NULL;
+#include "txns_walk.h"
 
 /*
  * A range longer than this many offsets is walked without keeping what it
@@ -88,6 +58,8 @@ queen_probe_row(const QueenHashRefs *refs, const uint8 *stored,
  * Read the partition's hash rows in (read_from, read_upto] written since
  * cutoff and lower first_off for every incoming hash they hold; add them to
  * *fill, if given, or drop it when the window does not fit the cache.
+ * Newest first: created_at is monotone in offset order (stamped under the
+ * row lock), so the walk stops at the first row older than the window.
  */
 static void
 queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
@@ -95,69 +67,24 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 				 QueenDedupEntry **fill, int64 *first_off)
 {
 	QueenHashRefs *refs = queen_hash_refs(incoming, k);
-	Oid			types[3] = {UUIDOID, INT8OID, INT8OID};
-	Datum		values[3];
-	Portal		portal;
-	bool		done = false;
+	QueenTxnsWalk *w = queen_txns_walk_begin(&t->pid, read_from + 1, read_upto, true);
+	QueenTxnsRow row;
 
-	/*
-	 * A cursor, because a busy partition's window can hold more hashes
-	 * than fit in memory at once; and a fresh snapshot (read_only =
-	 * false), because rows committed by the pusher whose lock we waited
-	 * for are not in the snapshot our caller started with.
-	 */
-	values[0] = UUIDPGetDatum(&t->pid);
-	values[1] = Int64GetDatum(read_from);
-	values[2] = Int64GetDatum(read_upto);
-	portal = SPI_cursor_open(NULL, queen_plan_once(&queen_probe_plan, sql_probe, 3, types, true),
-							 values, NULL, false);
-	while (!done)
+	while (queen_txns_walk_next(w, &row))
 	{
-		uint64		r;
-
-		SPI_cursor_fetch(portal, true, 64);
-		if (SPI_processed == 0)
-			break;
-		for (r = 0; r < SPI_processed; r++)
+		if (row.created_at < cutoff)
+			break;				/* every row below is older still */
+		queen_probe_row(refs, row.hashes, row.count, row.base, from, first_off);
+		if (*fill != NULL &&
+			!queen_dedup_cache_add(*fill, row.hashes, (int) row.count, row.base,
+								   row.created_at, cutoff))
 		{
-			HeapTuple	tuple = SPI_tuptable->vals[r];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			int64		base = queen_get_int64(tuple, desc, 1);
-			bool		isnull;
-			TimestampTz created;
-			Datum		d;
-			bytea	   *stored;
-			Size		nstored;
-
-			if (queen_get_int64(tuple, desc, 2) <= read_from)
-				continue;		/* the row below read_from, not straddling it */
-			created = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
-			if (created < cutoff)
-			{
-				done = true;	/* every row below is older still */
-				break;
-			}
-			d = SPI_getbinval(tuple, desc, 4, &isnull);
-			if (isnull)
-				continue;
-			stored = DatumGetByteaPP(d);
-			nstored = VARSIZE_ANY_EXHDR(stored) / QUEEN_HASH_LEN;
-			queen_probe_row(refs, (const uint8 *) VARDATA_ANY(stored),
-							nstored, base, from, first_off);
-			if (*fill != NULL &&
-				!queen_dedup_cache_add(*fill, (const uint8 *) VARDATA_ANY(stored),
-									   (int) nstored, base, created, cutoff))
-			{
-				/* the window does not fit the cache: probe without it */
-				queen_dedup_cache_drop(*fill);
-				*fill = NULL;
-			}
-			if ((Pointer) stored != DatumGetPointer(d))
-				pfree(stored);	/* detoasted copy: do not let a long window pile up */
+			/* the window does not fit the cache: probe without it */
+			queen_dedup_cache_drop(*fill);
+			*fill = NULL;
 		}
-		SPI_freetuptable(SPI_tuptable);
 	}
-	SPI_cursor_close(portal);
+	queen_txns_walk_end(w);
 	queen_hash_refs_free(refs);
 }
 
@@ -182,7 +109,6 @@ queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 fr
 					TimestampTz cutoff, QueenDedupHits *hits, int64 *first_off)
 {
 	QueenHashRefs *refs;
-	Oid			types[2] = {UUIDOID, INT8OID};
 	int64		row_end = -1;
 	int			h;
 
@@ -192,39 +118,21 @@ queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 fr
 	qsort(hits->hits, hits->n, sizeof(QueenDedupHit), queen_hit_cmp);
 	for (h = 0; h < hits->n; h++)
 	{
-		Datum		values[2];
-		HeapTuple	tuple;
-		TupleDesc	desc;
-		bytea	   *stored;
-		bool		isnull;
-		int64		base;
-		Size		nstored;
-		int			rc;
+		int64		offset = hits->hits[h].offset;
+		QueenTxnsWalk *w;
+		QueenTxnsRow row;
 
-		if (hits->hits[h].offset <= row_end)
+		if (offset <= row_end)
 			continue;			/* in the row just compared */
-		values[0] = UUIDPGetDatum(&t->pid);
-		values[1] = Int64GetDatum(hits->hits[h].offset);
-		/* a fresh snapshot, as the walk's: see queen_probe_read */
-		rc = SPI_execute_plan(queen_plan_once(&queen_covering_plan, sql_covering, 2, types, true),
-							  values, NULL, false, 1);
-		if (rc != SPI_OK_SELECT)
-			elog(ERROR, "queen: dedup confirmation failed: %s", SPI_result_code_string(rc));
-		if (SPI_processed == 0)
+		row_end = offset;
+		w = queen_txns_walk_begin(&t->pid, offset, offset, true);
+		if (queen_txns_walk_next(w, &row))
 		{
-			SPI_freetuptable(SPI_tuptable);
-			continue;
+			row_end = Max(row.base + row.count - 1, offset);
+			if (row.created_at >= cutoff)
+				queen_probe_row(refs, row.hashes, row.count, row.base, from, first_off);
 		}
-		tuple = SPI_tuptable->vals[0];
-		desc = SPI_tuptable->tupdesc;
-		base = queen_get_int64(tuple, desc, 1);
-		stored = DatumGetByteaPP(SPI_getbinval(tuple, desc, 3, &isnull));
-		nstored = VARSIZE_ANY_EXHDR(stored) / QUEEN_HASH_LEN;
-		row_end = Max(base + (int64) nstored - 1, hits->hits[h].offset);
-		if (queen_get_timestamptz(tuple, desc, 2) >= cutoff)
-			queen_probe_row(refs, (const uint8 *) VARDATA_ANY(stored), nstored,
-							base, from, first_off);
-		SPI_freetuptable(SPI_tuptable);
+		queen_txns_walk_end(w);
 	}
 	queen_hash_refs_free(refs);
 }
