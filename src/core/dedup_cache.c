@@ -57,6 +57,7 @@
 #include "dedup_cache.h"
 
 #include "access/xact.h"
+#include "common/pg_prng.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
 #include "utils/hsearch.h"
@@ -166,11 +167,19 @@ queen_slot_key(const uint8 *hash)
 	return key;
 }
 
-/* XXH3 output is uniform: the key's low bits are a fine table index */
+/*
+ * The key's slot: multiplied by a random odd number per process, so that
+ * transactionIds chosen to share their hashes' low bits (XXH3 is not keyed)
+ * do not pile up in one run of slots.
+ */
+static uint64 queen_slot_mult = 0;
+
 static inline uint32
 queen_slot_start(uint32 key, uint32 capacity)
 {
-	return (uint32) (key & (capacity - 1));
+	if (unlikely(queen_slot_mult == 0))
+		queen_slot_mult = pg_prng_uint64(&pg_global_prng_state) | 1;
+	return (uint32) (((uint64) key * queen_slot_mult) >> 32) & (capacity - 1);
 }
 
 static inline uint32
@@ -181,10 +190,16 @@ queen_seconds(TimestampTz t)
 	return (uint32) Min(t / USECS_PER_SEC, (TimestampTz) PG_UINT32_MAX - 1);
 }
 
-/* Whether every time the slot's rounded second stands for is before cutoff. */
+/*
+ * Whether every time the slot's rounded second stands for is before cutoff.
+ * A time past what a slot can hold was clamped: it never expires here (the
+ * confirmation reads the exact time).
+ */
 static inline bool
 queen_slot_expired(const QueenDedupSlot *s, TimestampTz cutoff)
 {
+	if (s->created_s >= PG_UINT32_MAX - 1)
+		return false;
 	return ((TimestampTz) s->created_s + 1) * USECS_PER_SEC <= cutoff;
 }
 
@@ -282,7 +297,8 @@ queen_slots_add(QueenSlotTable *t, const uint8 *hashes, int count, int64 base,
 	uint32		created_s = queen_seconds(created_at);
 	int			k;
 
-	for (k = 0; k < count; k++)
+	/* frames of a row straddling the table's floor are below what it covers */
+	for (k = (int) Max(t->base - base, 0); k < count; k++)
 		if (!queen_slot_put(t, queen_slot_key(hashes + (Size) k * QUEEN_HASH_LEN), base + k,
 							created_s))
 			return false;
@@ -319,8 +335,8 @@ queen_slots_match(const QueenSlotTable *t, const uint8 *incoming, int count,
 			{
 				hits->cap = Max(16, hits->cap * 2);
 				hits->hits = hits->hits == NULL
-					? palloc(sizeof(QueenDedupHit) * hits->cap)
-					: repalloc(hits->hits, sizeof(QueenDedupHit) * hits->cap);
+					? palloc_extended(sizeof(QueenDedupHit) * hits->cap, MCXT_ALLOC_HUGE)
+					: repalloc_huge(hits->hits, sizeof(QueenDedupHit) * hits->cap);
 			}
 			hits->hits[hits->n].index = k;
 			hits->hits[hits->n].offset = offset;
@@ -496,18 +512,21 @@ queen_dedup_cache_create(const pg_uuid_t *pid, TimestampTz generation, int64 flo
 }
 
 /*
- * Whether the budget has room for about count more hashes without evicting
- * anything.
+ * Whether e can take more hashes without evicting another partition: the
+ * table it would grow to, in place of the one it has, within the budget.
  */
 bool
-queen_dedup_cache_room(uint64 count)
+queen_dedup_cache_fits(const QueenDedupEntry *e, uint32 more)
 {
-	/* slots are kept at most 3/4 full in power-of-two tables: 2x is safe */
-	uint64		need = count * 2 * sizeof(QueenDedupSlot);
+	bool		too_big;
+	uint32		newcap = queen_slots_needed(&e->t, (uint64) e->t.used + more, &too_big);
 
-	if (queen_dedup_cache_mb <= 0)
+	if (queen_dedup_cache_mb <= 0 || too_big)
 		return false;
-	return queen_dedup_bytes + need <= queen_dedup_budget();
+	if (newcap == 0)
+		return true;
+	return queen_dedup_bytes - (Size) e->t.capacity * sizeof(QueenDedupSlot) +
+		(Size) newcap * sizeof(QueenDedupSlot) <= queen_dedup_budget();
 }
 
 void

@@ -20,9 +20,10 @@
 #include "txns_walk.h"
 
 /*
- * A range longer than this many offsets is walked without keeping what it
- * reads unless the cache has room for it: filling one partition by evicting
- * others would only make their next probes read their windows in turn.
+ * A walk that has put this many hashes into a cache entry goes on filling
+ * it only while the budget has room without evicting anyone: filling one
+ * partition by evicting others would only make their next probes read
+ * their windows in turn.
  */
 #define QUEEN_PROBE_FILL_ALWAYS 1024
 
@@ -36,7 +37,7 @@ queen_probe_row(const QueenHashRefs *refs, const uint8 *stored,
 {
 	Size		j;
 
-	/* frames at or below from are vouched for: a straddling row starts above it */
+	/* frames at or below from are vouched for: a straddling row starts below it */
 	for (j = (Size) Max(from + 1 - base, 0); j < nstored; j++)
 	{
 		const uint8 *hash = stored + j * QUEEN_HASH_LEN;
@@ -69,20 +70,26 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 	QueenHashRefs *refs = queen_hash_refs(incoming, k);
 	QueenTxnsWalk *w = queen_txns_walk_begin(&t->pid, read_from + 1, read_upto, true);
 	QueenTxnsRow row;
+	int64		added = 0;
 
 	while (queen_txns_walk_next(w, &row))
 	{
 		if (row.created_at < cutoff)
 			break;				/* every row below is older still */
 		queen_probe_row(refs, row.hashes, row.count, row.base, from, first_off);
-		if (*fill != NULL &&
+		if (*fill == NULL)
+			continue;
+		if ((added + row.count > QUEEN_PROBE_FILL_ALWAYS &&
+			 !queen_dedup_cache_fits(*fill, row.count)) ||
 			!queen_dedup_cache_add(*fill, row.hashes, (int) row.count, row.base,
 								   row.created_at, cutoff))
 		{
 			/* the window does not fit the cache: probe without it */
 			queen_dedup_cache_drop(*fill);
 			*fill = NULL;
+			continue;
 		}
+		added += row.count;
 	}
 	queen_txns_walk_end(w);
 	queen_hash_refs_free(refs);
@@ -200,7 +207,13 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 	{
 		queen_dedup_cache_match(cached, incoming, k, from, cutoff, &hits);
 		read_from = Max(from, queen_dedup_cache_verified_upto(cached));
-		if (!own_writes)
+
+		/*
+		 * Only a walk that starts where the entry ends may extend it: above
+		 * a vouched-for from, (verified_upto, from] is not read, and an
+		 * entry claiming it would fail a later probe that vouches less.
+		 */
+		if (!own_writes && from <= queen_dedup_cache_verified_upto(cached))
 			fill = cached;
 	}
 	else if (!own_writes && from == t->txns_start - 1)
@@ -210,12 +223,6 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 	read_upto = queen_dedup_own_match(own, t->last_offset, incoming, k, from, cutoff,
 									  &hits);
 
-	if (fill != NULL && read_upto - read_from > QUEEN_PROBE_FILL_ALWAYS &&
-		!queen_dedup_cache_room((uint64) (read_upto - read_from)))
-	{
-		queen_dedup_cache_drop(fill);
-		fill = NULL;
-	}
 	if (read_upto > read_from)
 		queen_probe_read(t, incoming, k, from, read_from, read_upto, cutoff,
 						 &fill, first_off);

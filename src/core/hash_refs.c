@@ -17,6 +17,10 @@
  */
 #include "hash_refs.h"
 
+#include "common/pg_prng.h"
+
+static uint64 queen_hash_refs_mult = 0;
+
 /*
  * A set over the k hashes of a packed blob (16 bytes each), in the current
  * memory context.  It points into hashes, which must outlive it.
@@ -29,11 +33,14 @@ queen_hash_refs(const uint8 *hashes, int k)
 	uint32		i;
 	int			n;
 
-	while (nslots < (uint32) Max(k, 1) * 2)
+	if (queen_hash_refs_mult == 0)
+		queen_hash_refs_mult = pg_prng_uint64(&pg_global_prng_state) | 1;
+	while (nslots < (uint64) Max(k, 1) * 2)
 		nslots <<= 1;
+	r->mult = queen_hash_refs_mult;
 	r->mask = nslots - 1;
 	r->hashes = hashes;
-	r->slots = palloc(sizeof(QueenHashRefSlot) * nslots);
+	r->slots = palloc_extended(sizeof(QueenHashRefSlot) * (Size) nslots, MCXT_ALLOC_HUGE);
 	for (i = 0; i < nslots; i++)
 		r->slots[i].index = -1;
 	for (n = 0; n < k; n++)
@@ -41,7 +48,7 @@ queen_hash_refs(const uint8 *hashes, int k)
 		uint64		head;
 
 		memcpy(&head, hashes + (Size) n * QUEEN_HASH_LEN, sizeof(head));
-		for (i = (uint32) head & r->mask; r->slots[i].index >= 0; i = (i + 1) & r->mask)
+		for (i = queen_hash_refs_slot(r, head); r->slots[i].index >= 0; i = (i + 1) & r->mask)
 			;
 		r->slots[i].head = head;
 		r->slots[i].index = n;

@@ -26,6 +26,7 @@ typedef struct QueenHashRefSlot
 
 typedef struct QueenHashRefs
 {
+	uint64		mult;			/* odd, random per process: see queen_hash_refs_slot */
 	uint32		mask;			/* slots - 1; at most half of them used */
 	const uint8 *hashes;		/* the caller's, 16 bytes each */
 	QueenHashRefSlot *slots;
@@ -39,6 +40,17 @@ typedef struct QueenHashRefIter
 } QueenHashRefIter;
 
 extern QueenHashRefs *queen_hash_refs(const uint8 *hashes, int k);
+
+/*
+ * A head's first slot.  XXH3 is not keyed and transactionIds are the
+ * client's: ids chosen to share their hashes' low bits must not pile up in
+ * one run of slots, so the head is multiplied by a random odd number first.
+ */
+static inline uint32
+queen_hash_refs_slot(const QueenHashRefs *r, uint64 head)
+{
+	return (uint32) ((head * r->mult) >> 32) & r->mask;
+}
 extern void queen_hash_refs_free(QueenHashRefs *r);
 
 /*
@@ -66,8 +78,7 @@ static inline int32
 queen_hash_refs_first(const QueenHashRefs *r, const uint8 *hash, QueenHashRefIter *it)
 {
 	memcpy(&it->head, hash, sizeof(it->head));
-	/* XXH3 output is uniform: its low bits are a fine slot number */
-	it->pos = (uint32) it->head & r->mask;
+	it->pos = queen_hash_refs_slot(r, it->head);
 	return queen_hash_refs_next(r, hash, it);
 }
 

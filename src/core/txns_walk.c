@@ -15,8 +15,11 @@
  *
  * The snapshot is taken as a statement of the caller's would take it (a
  * command counter increment, then the transaction snapshot with the current
- * command id): the rows the pusher whose lock we waited for committed, and
- * the caller's own earlier writes, are visible.
+ * command id): the caller's own earlier writes are visible, and under READ
+ * COMMITTED so are the rows the pusher whose lock we waited for committed
+ * (under REPEATABLE READ that pusher's update of the partition row already
+ * failed our lock with a serialization error).  The caller must be allowed
+ * to SELECT from log_txns, as the statement would have checked.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,6 +34,8 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -91,6 +96,8 @@ queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation \"queen.log_txns\" does not exist")));
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "log_txns");
 	w->heap = table_open(relid, AccessShareLock);
 	indexid = RelationGetPrimaryKeyIndex(w->heap);
 	if (!OidIsValid(indexid) || RelationGetDescr(w->heap)->natts != 5)
