@@ -20,10 +20,10 @@
 #include "txns_walk.h"
 
 /*
- * A walk that has put this many hashes into a cache entry goes on filling
- * it only while the budget has room without evicting anyone: filling one
- * partition by evicting others would only make their next probes read
- * their windows in turn.
+ * A walk over more offsets than this fills a cache entry only while the
+ * table the entry grows into fits the budget without evicting anyone:
+ * filling one partition by evicting others would only make their next
+ * probes read their windows in turn.  A shorter walk fills it regardless.
  */
 #define QUEEN_PROBE_FILL_ALWAYS 1024
 
@@ -70,7 +70,7 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 	QueenHashRefs *refs = queen_hash_refs(incoming, k);
 	QueenTxnsWalk *w = queen_txns_walk_begin(&t->pid, read_from + 1, read_upto, true);
 	QueenTxnsRow row;
-	int64		added = 0;
+	bool		may_evict = read_upto - read_from <= QUEEN_PROBE_FILL_ALWAYS;
 
 	while (queen_txns_walk_next(w, &row))
 	{
@@ -79,17 +79,14 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 		queen_probe_row(refs, row.hashes, row.count, row.base, from, first_off);
 		if (*fill == NULL)
 			continue;
-		if ((added + row.count > QUEEN_PROBE_FILL_ALWAYS &&
-			 !queen_dedup_cache_fits(*fill, row.count)) ||
+		if ((!may_evict && !queen_dedup_cache_fits(*fill, row.count)) ||
 			!queen_dedup_cache_add(*fill, row.hashes, (int) row.count, row.base,
 								   row.created_at, cutoff))
 		{
 			/* the window does not fit the cache: probe without it */
 			queen_dedup_cache_drop(*fill);
 			*fill = NULL;
-			continue;
 		}
-		added += row.count;
 	}
 	queen_txns_walk_end(w);
 	queen_hash_refs_free(refs);
