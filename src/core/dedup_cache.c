@@ -142,6 +142,14 @@ static MemoryContext queen_dedup_cxt = NULL;
 static dlist_head queen_dedup_lru = DLIST_STATIC_INIT(queen_dedup_lru);
 static Size queen_dedup_bytes = 0;
 
+/*
+ * What the cache held when a long walk last failed to fit its partition
+ * (0: none since).  Until something frees memory, another long walk would
+ * only fill what little is free and drop it again, on every push of every
+ * partition the cache cannot hold: such walks do not try.
+ */
+static Size queen_dedup_fill_failed_at = 0;
+
 /* Both in TopTransactionContext; reset at every transaction end. */
 static dlist_head queen_pending = DLIST_STATIC_INIT(queen_pending);
 static HTAB *queen_own = NULL;
@@ -379,6 +387,7 @@ queen_dedup_clear(void)
 	queen_dedup_cxt = NULL;
 	queen_dedup_entries = NULL;
 	queen_dedup_bytes = 0;
+	queen_dedup_fill_failed_at = 0;
 	dlist_init(&queen_dedup_lru);
 }
 
@@ -527,6 +536,21 @@ queen_dedup_cache_fits(const QueenDedupEntry *e, uint32 more)
 		return true;
 	return queen_dedup_bytes - (Size) e->t.capacity * sizeof(QueenDedupSlot) +
 		(Size) newcap * sizeof(QueenDedupSlot) <= queen_dedup_budget();
+}
+
+/* Whether a long walk may try to fill an entry (see queen_dedup_fill_failed_at). */
+bool
+queen_dedup_cache_may_fill(void)
+{
+	return queen_dedup_fill_failed_at == 0 || queen_dedup_bytes < queen_dedup_fill_failed_at;
+}
+
+/* A long walk's entry did not fit: drop it, and let long walks rest. */
+void
+queen_dedup_cache_fill_failed(QueenDedupEntry *e)
+{
+	queen_dedup_remove(e);
+	queen_dedup_fill_failed_at = queen_dedup_bytes;
 }
 
 void

@@ -41,6 +41,8 @@ extern QueenDedupEntry *queen_dedup_cache_create(const pg_uuid_t *pid, Timestamp
 												 int64 floor, TimestampTz loaded_since);
 extern void queen_dedup_cache_drop(QueenDedupEntry *e);
 extern bool queen_dedup_cache_fits(const QueenDedupEntry *e, uint32 more);
+extern bool queen_dedup_cache_may_fill(void);
+extern void queen_dedup_cache_fill_failed(QueenDedupEntry *e);
 extern bool queen_dedup_cache_add(QueenDedupEntry *e, const uint8 *hashes, int count,
 								  int64 base, TimestampTz created_at, TimestampTz cutoff);
 extern void queen_dedup_cache_verified(QueenDedupEntry *e, int64 last_offset,

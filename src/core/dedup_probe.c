@@ -79,9 +79,14 @@ queen_probe_read(const QueenTarget *t, const uint8 *incoming, int k, int64 from,
 		queen_probe_row(refs, row.hashes, row.count, row.base, from, first_off);
 		if (*fill == NULL)
 			continue;
-		if ((!may_evict && !queen_dedup_cache_fits(*fill, row.count)) ||
-			!queen_dedup_cache_add(*fill, row.hashes, (int) row.count, row.base,
-								   row.created_at, cutoff))
+		if (!may_evict && !queen_dedup_cache_fits(*fill, row.count))
+		{
+			/* the window does not fit what is free: probe without it */
+			queen_dedup_cache_fill_failed(*fill);
+			*fill = NULL;
+		}
+		else if (!queen_dedup_cache_add(*fill, row.hashes, (int) row.count, row.base,
+										row.created_at, cutoff))
 		{
 			/* the window does not fit the cache: probe without it */
 			queen_dedup_cache_drop(*fill);
@@ -213,7 +218,8 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 		if (!own_writes && from <= queen_dedup_cache_verified_upto(cached))
 			fill = cached;
 	}
-	else if (!own_writes && from == t->txns_start - 1)
+	else if (!own_writes && from == t->txns_start - 1 &&
+			 (t->last_offset - from <= QUEEN_PROBE_FILL_ALWAYS || queen_dedup_cache_may_fill()))
 		fill = queen_dedup_cache_create(&t->pid, t->generation, from, cutoff);
 
 	/* what this transaction wrote itself is matched in memory, not reread */
