@@ -181,7 +181,7 @@ queen_metric_label(StringInfo out, const char *name, const char *value)
 }
 
 /*
- * The last consumer-lag sample (shard_consume.c), copied out under its
+ * The last consumer-lag sample (lag.c), copied out under its
  * sequence count so a sample being written is never rendered half.
  */
 static void

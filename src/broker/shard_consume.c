@@ -61,6 +61,7 @@ queen_consume_reset(void)
 	queen_consume_lease_from = 0;
 	queen_consume_lease_until = 0;
 }
+
 static SPIPlanPtr queen_released_plan = NULL;
 
 /* A text of the argument as a C string, or NULL when absent. */

@@ -118,6 +118,7 @@ queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 fr
 					TimestampTz cutoff, QueenDedupHits *hits, int64 *first_off)
 {
 	QueenHashRefs *refs;
+	QueenTxnsWalk *w = NULL;
 	int64		row_end = -1;
 	int			h;
 
@@ -128,21 +129,23 @@ queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 fr
 	for (h = 0; h < hits->n; h++)
 	{
 		int64		offset = hits->hits[h].offset;
-		QueenTxnsWalk *w;
 		QueenTxnsRow row;
 
 		if (offset <= row_end)
 			continue;			/* in the row just compared */
 		row_end = offset;
-		w = queen_txns_walk_begin(&t->pid, offset, offset, true);
+		if (w == NULL)
+			w = queen_txns_walk_begin(&t->pid, offset, offset, true);
+		else
+			queen_txns_walk_seek(w, offset, offset);
 		if (queen_txns_walk_next(w, &row))
 		{
 			row_end = Max(row.base + row.count - 1, offset);
 			if (row.created_at >= cutoff)
 				queen_probe_row(refs, row.hashes, row.count, row.base, from, first_off);
 		}
-		queen_txns_walk_end(w);
 	}
+	queen_txns_walk_end(w);
 	queen_hash_refs_free(refs);
 }
 

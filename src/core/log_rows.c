@@ -20,6 +20,7 @@
  */
 #include "queen.h"
 #include "log_write_int.h"
+#include "spi.h"
 
 #include "access/table.h"
 #include "access/tableam.h"
@@ -130,18 +131,6 @@ queen_rows_close(QueenRowTable *t)
 	ExecDropSingleTupleTableSlot(t->slot);
 	ExecCloseIndices(t->rri);
 	table_close(t->rel, NoLock);
-}
-
-static Oid
-queen_table_oid(const char *name)
-{
-	Oid			relid = get_relname_relid(name, get_namespace_oid("queen", false));
-
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation \"queen.%s\" does not exist", name)));
-	return relid;
 }
 
 /* Insert the segment and hash rows of targets, which the allocator placed. */

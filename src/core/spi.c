@@ -11,6 +11,7 @@
  */
 #include "spi.h"
 
+#include "catalog/namespace.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
 
@@ -70,6 +71,19 @@ queen_exec(SPIPlanPtr plan, Datum *values, int expected, const char *what)
 
 	if (rc != expected)
 		elog(ERROR, "queen: %s failed: %s", what, SPI_result_code_string(rc));
+}
+
+/* A table of schema queen, for code that opens it directly rather than by a statement. */
+Oid
+queen_table_oid(const char *name)
+{
+	Oid			relid = get_relname_relid(name, get_namespace_oid("queen", false));
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"queen.%s\" does not exist", name)));
+	return relid;
 }
 
 Datum

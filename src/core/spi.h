@@ -30,6 +30,7 @@ extern SPIPlanPtr queen_plan_once(SPIPlanPtr *plan, const char *sql, int nargs,
 extern void queen_exec(SPIPlanPtr plan, Datum *values, int expected,
 					   const char *what);
 
+extern Oid	queen_table_oid(const char *name);
 extern Datum queen_array_datum(Datum *elems, int n, Oid elemtype);
 extern int64 queen_get_int64(HeapTuple tuple, TupleDesc desc, int col);
 extern int32 queen_get_int32(HeapTuple tuple, TupleDesc desc, int col);

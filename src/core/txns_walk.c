@@ -24,6 +24,7 @@
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "spi.h"
 #include "txns_walk.h"
 
 #include "access/genam.h"
@@ -32,7 +33,6 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -89,13 +89,9 @@ QueenTxnsWalk *
 queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 {
 	QueenTxnsWalk *w = palloc0(sizeof(QueenTxnsWalk));
-	Oid			relid = get_relname_relid("log_txns", get_namespace_oid("queen", false));
+	Oid			relid = queen_table_oid("log_txns");
 	Oid			indexid;
 
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation \"queen.log_txns\" does not exist")));
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "log_txns");
 	w->heap = table_open(relid, AccessShareLock);
@@ -108,22 +104,39 @@ queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 	w->index = index_open(indexid, AccessShareLock);
 	w->slot = table_slot_create(w->heap, NULL);
 	w->pid = *pid;
-	w->lo = lo;
-	w->hi = hi;
 	w->descending = descending;
-	w->done = lo > hi;
 
 	/* as a statement would: see everything committed and our own writes */
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	UpdateActiveSnapshotCommandId();
 
+	queen_txns_walk_seek(w, lo, hi);
+	return w;
+}
+
+/*
+ * Walk [lo, hi] instead, from its start, in the walk's direction and under
+ * its snapshot: several ranges of one partition cost one relation open and
+ * one snapshot.
+ */
+void
+queen_txns_walk_seek(QueenTxnsWalk *w, int64 lo, int64 hi)
+{
+	if (w->detoasted != NULL)
+	{
+		pfree(w->detoasted);
+		w->detoasted = NULL;
+	}
+	w->lo = lo;
+	w->hi = hi;
+	w->done = lo > hi;
 	if (w->done)
-		return w;
-	if (descending)
+		return;
+	if (w->descending)
 	{
 		queen_txns_scan(w, BTLessEqualStrategyNumber, F_INT8LE, hi);
-		return w;
+		return;
 	}
 
 	/* ascending: from the row that holds lo, if one starts below it */
@@ -134,7 +147,6 @@ queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 						queen_txns_int64(w, TXNS_ATT_BASE));
 	else
 		queen_txns_scan(w, BTGreaterEqualStrategyNumber, F_INT8GE, lo);
-	return w;
 }
 
 /* The next row holding offsets in [lo, hi], in the walk's order; false at the end. */

@@ -24,6 +24,7 @@ typedef struct QueenTxnsWalk QueenTxnsWalk;
 
 extern QueenTxnsWalk *queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi,
 											bool descending);
+extern void queen_txns_walk_seek(QueenTxnsWalk *w, int64 lo, int64 hi);
 extern bool queen_txns_walk_next(QueenTxnsWalk *w, QueenTxnsRow *row);
 extern void queen_txns_walk_end(QueenTxnsWalk *w);
 
