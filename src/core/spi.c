@@ -5,15 +5,40 @@
  *	  SPI that the log, queue configuration and queen.read share.
  *
  * Statements are prepared once per process and kept (SPI_keepplan); the
- * plan cache replans them by itself if the tables are recreated.
+ * plan cache replans them by itself if the tables are recreated or their
+ * statistics change, and this file replans them when the tables outgrow
+ * what the plans were made for (queen_plans_follow_growth).
  *
  *-------------------------------------------------------------------------
  */
 #include "spi.h"
 
+#include "access/relation.h"
 #include "catalog/namespace.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
+#include "utils/plancache.h"
+#include "utils/rel.h"
+
+/*
+ * The tables Queen's statements read and write, watched for growth.  The
+ * planner takes a table's size from its file when it plans, and an empty
+ * or never-analyzed table as ten pages.
+ */
+static const char *const queen_watched_tables[] =
+{
+	"queues", "log_partitions", "log_segments", "log_txns", "log_consumers",
+	"consumer_groups_metadata", "consumer_watermarks", "log_dlq", "spool_drained"
+};
+
+#define QUEEN_NWATCHED				((int) lengthof(queen_watched_tables))
+#define QUEEN_PLANNED_MIN_BLOCKS	10
+
+/* each table's size the plans assume (blocks, at least ten); 0: not read yet */
+static BlockNumber queen_planned_blocks[QUEEN_NWATCHED];
+static TimestampTz queen_sizes_checked_at = 0;
 
 /*
  * Prepare a statement for the life of the process.  Must be called between
@@ -56,11 +81,77 @@ queen_plan_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes,
 	return *plan;
 }
 
+/*
+ * Replan when the tables have outgrown the plans.  The plans are generic and
+ * kept for the life of the process, and PostgreSQL replans them only when a
+ * table's statistics change (ANALYZE, VACUUM).  A process whose first push
+ * or pop met a new, nearly empty log (a fresh install, a new tenant) would
+ * otherwise keep plans made for ten pages (a hash join over a sequential
+ * scan of log_partitions for the allocator, the pre-lock probing each name
+ * among all of a queue's partitions) until autovacuum's first ANALYZE, a
+ * minute or more of pushes costing milliseconds each at a few thousand
+ * partitions.  So, at most once a second, a process reads the size of each
+ * table, and when one has doubled since it last planned, it marks every
+ * plan it caches for replanning (ResetPlanCache, what DISCARD PLANS and a
+ * lost invalidation do), which happens at each plan's next use.  A table
+ * growing from ten pages to a million is log2 of that, 17 replans.  A table
+ * held locked by someone else (a TRUNCATE, a VACUUM FULL) is passed over.
+ */
+static void
+queen_plans_follow_growth(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	BlockNumber blocks[QUEEN_NWATCHED];
+	bool		grown = false;
+	Oid			nsp;
+	int			i;
+
+	if (now - queen_sizes_checked_at < USECS_PER_SEC)
+		return;
+	queen_sizes_checked_at = now;
+	nsp = get_namespace_oid("queen", true);
+	if (!OidIsValid(nsp))
+		return;
+	for (i = 0; i < QUEEN_NWATCHED; i++)
+	{
+		Oid			relid = get_relname_relid(queen_watched_tables[i], nsp);
+		Relation	rel;
+
+		blocks[i] = InvalidBlockNumber;
+		if (!OidIsValid(relid) || !ConditionalLockRelationOid(relid, AccessShareLock))
+			continue;
+		rel = try_relation_open(relid, NoLock);
+		if (rel == NULL)
+		{
+			UnlockRelationOid(relid, AccessShareLock);
+			continue;
+		}
+		blocks[i] = Max(RelationGetNumberOfBlocks(rel), QUEEN_PLANNED_MIN_BLOCKS);
+		relation_close(rel, AccessShareLock);
+		if (queen_planned_blocks[i] != 0 && blocks[i] / 2 >= queen_planned_blocks[i])
+			grown = true;
+	}
+	if (grown)
+	{
+		elog(DEBUG1, "queen: a table grew to twice the size its plans were made for; replanning");
+		ResetPlanCache();
+	}
+	for (i = 0; i < QUEEN_NWATCHED; i++)
+	{
+		if (blocks[i] == InvalidBlockNumber)
+			continue;
+		/* a table that shrank was replanned by its VACUUM or TRUNCATE */
+		if (grown || queen_planned_blocks[i] == 0 || blocks[i] < queen_planned_blocks[i])
+			queen_planned_blocks[i] = blocks[i];
+	}
+}
+
 void
 queen_spi_connect(void)
 {
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "queen: SPI_connect failed");
+	queen_plans_follow_growth();
 }
 
 /* Run a kept plan (a fresh snapshot) and insist on the result it gives. */
