@@ -56,7 +56,7 @@ CREATE UNIQUE INDEX queues_tenant_name_uk ON queen.queues (tenant_id, name);
 
 ------------------------------------------------------------------------------
 -- Partitions: one allocator row each.  Every push updates its row once, so the
--- row must stay HOT: last_write_at is quantized to one write per second and the
+-- row must stay HOT: last_write_at is quantized to one write per 10 seconds and the
 -- oldest_* columns only change on the empty -> non-empty transition.
 ------------------------------------------------------------------------------
 CREATE TABLE queen.log_partitions (

@@ -66,7 +66,7 @@ SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('p3.one', 'Default', 1,
 SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o4}'), -1, qtest.blob('{o4}'), NULL, -5)$$) AS negative_window;
 
 -- The allocator's counter moves only with a committed segment; quantized
--- last_write_at keeps the update HOT: rewritten only when over a second old.
+-- last_write_at keeps the update HOT: rewritten only when over ten seconds old.
 UPDATE queen.log_partitions SET last_write_at = now() + interval '1 hour'
  WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'p3.one');
 SELECT queen.log_push_one_v1('p3.one', 'Default', 1, queen.hash_blob('{o5}'), -1, qtest.blob('{o5}'))->>'status';

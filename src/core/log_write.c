@@ -140,7 +140,8 @@ static const char *const sql_lock_one =
 
 /*
  * The allocator.  last_write_at is indexed, so it is rewritten at most once
- * a second to keep the update HOT; the oldest_* columns only change on the
+ * in 10 seconds to keep the update HOT (the wildcard claim reads it with
+ * two minutes of slack); the oldest_* columns only change on the
  * empty -> non-empty transition for the same reason.  clock_timestamp() in
  * RETURNING is read after the row lock is held: the path without a
  * pre-lock ($3 NULL) stamps created_at with it.  A row the UPDATE does not
@@ -153,7 +154,7 @@ static const char *const sql_write =
 "       last_offset = p.last_offset + u.n,"
 "       oldest_live_at = COALESCE(p.oldest_live_at, clock_timestamp()),"
 "       oldest_txn_at = COALESCE(p.oldest_txn_at, clock_timestamp()),"
-"       last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > interval '1 second'"
+"       last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > interval '10 seconds'"
 "                            THEN clock_timestamp() ELSE p.last_write_at END"
 "  FROM unnest($1::uuid[], $2::int8[]) AS u(pid, n)"
 " WHERE p.id = u.pid"
