@@ -171,6 +171,8 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 	m.group = queen_text(group, glen);
 	m.sub_mode = queen_text(mode, modelen);
 	m.sub_from = queen_text(from, fromlen);
+	/* an empty answer before then is parked and sent again (longpoll.c) */
+	m.retry_until = wait ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
 	initStringInfo(&arg);
 	queen_wire_put_pop(&arg, &m);
 

@@ -108,6 +108,7 @@ queen_consume_pop(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
 	req.max_partitions = m.max_partitions;
 	req.lease_seconds = m.lease_seconds;
 	req.auto_ack = m.auto_ack != 0;
+	req.retry_until = (TimestampTz) m.retry_until;
 	queen_sub_mode_parse(queen_text_or_null(m.sub_mode), queen_text_or_null(m.sub_from),
 						 &req.sub_mode, &req.sub_from);
 	req.lease_id[0] = '\0';

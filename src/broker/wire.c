@@ -308,7 +308,8 @@ queen_msg_get_text(QueenMsgReader *r)
 
 /*
  * POP: texts queue, partition, namespace, task, group, subscriptionMode,
- * subscriptionFrom; i32 batch, partitions, leaseSeconds; u8 autoAck.
+ * subscriptionFrom; i32 batch, partitions, leaseSeconds; u8 autoAck;
+ * i64 retry_until.
  */
 void
 queen_wire_put_pop(StringInfo arg, const QueenWirePop *m)
@@ -324,6 +325,7 @@ queen_wire_put_pop(StringInfo arg, const QueenWirePop *m)
 	queen_msg_put_u32(arg, (uint32) m->max_partitions);
 	queen_msg_put_u32(arg, (uint32) m->lease_seconds);
 	queen_msg_put_u8(arg, m->auto_ack);
+	queen_msg_put_u64(arg, (uint64) m->retry_until);
 }
 
 bool
@@ -340,6 +342,7 @@ queen_wire_get_pop(QueenMsgReader *r, QueenWirePop *m)
 	m->max_partitions = (int32) queen_msg_get_u32(r);
 	m->lease_seconds = (int32) queen_msg_get_u32(r);
 	m->auto_ack = queen_msg_get_u8(r);
+	m->retry_until = (int64) queen_msg_get_u64(r);
 	return !r->bad && r->pos == r->len;
 }
 

@@ -128,6 +128,7 @@ typedef struct QueenWirePop
 	int32		max_partitions;
 	int32		lease_seconds;
 	uint8		auto_ack;
+	int64		retry_until;	/* QueenPopRequest.retry_until */
 } QueenWirePop;
 
 /* ACK: the group, then nitems items (queen_wire_put_ack_item). */

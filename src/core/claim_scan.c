@@ -348,10 +348,25 @@ queen_claim_cap(int32 max_partitions)
  * one skipped try.  Drawn again when used up, when older than
  * QUEEN_CAND_TTL_USECS, and when a pop found nothing in it, so a partition
  * written since is found by the next pop that has nothing else to deliver.
+ *
+ * But not sooner than QUEEN_CAND_DRAW_SPACING times what its last draw
+ * took.  A draw reads every partition written since the floor, all of a
+ * queue whose partitions are all being written; with many consumers racing
+ * for a small backlog, most pops found the list used up by the others and
+ * drew afresh, and the application's shape with 64 consumers spent half of
+ * all CPU in draws and delivered a third of what 16 consumers did.  A pop
+ * refused a draw takes what the list still holds, possibly nothing, and
+ * its hint names the moment the list may be drawn again, so a parked pop
+ * comes back then.  Only a pop that will be asked again by then is
+ * refused (a long-poll, QueenPopRequest.retry_until): a pop that does not
+ * wait, from SQL or HTTP, always sees what was pushed before it.  A draw on
+ * a quiet queue (the floor leaves a few rows) takes a fraction of a
+ * millisecond, so a long-poll woken by a push is hardly held back.
  */
 #define QUEEN_CAND_SLOTS		32
 #define QUEEN_CAND_DRAW			1024
 #define QUEEN_CAND_TTL_USECS	(USECS_PER_SEC)
+#define QUEEN_CAND_DRAW_SPACING	20
 
 typedef struct QueenCandidates
 {
@@ -361,6 +376,7 @@ typedef struct QueenCandidates
 	pg_uuid_t  *qids;
 	int			nqueues;
 	TimestampTz drawn_at;
+	TimestampTz next_draw_at;	/* not drawn again before, see above */
 	QueenClaimTarget *targets;
 	int			n;
 	int			next;			/* the first not yet handed out */
@@ -401,6 +417,7 @@ queen_candidates_slot(const char *group, Datum *qids, int nqueues)
 	oldest->targets = NULL;
 	oldest->n = oldest->next = 0;
 	oldest->drawn_at = DT_NOBEGIN;
+	oldest->next_draw_at = DT_NOBEGIN;
 	if (oldest->cxt == NULL)
 		oldest->cxt = AllocSetContextCreate(TopMemoryContext, "queen claim candidates",
 											ALLOCSET_SMALL_SIZES);
@@ -425,6 +442,7 @@ static void
 queen_candidates_draw(QueenClaim *c, QueenCandidates *e, Datum *qids, int nqueues)
 {
 	TimestampTz floor = DT_NOEND;
+	TimestampTz started = GetCurrentTimestamp();
 	Datum		values[5];
 	bool		isnull;
 	uint64		ncands;
@@ -475,6 +493,22 @@ queen_candidates_draw(QueenClaim *c, QueenCandidates *e, Datum *qids, int nqueue
 		e->n++;
 	}
 	MemoryContextSwitchTo(old);
+	e->next_draw_at = c->now + (GetCurrentTimestamp() - started) * QUEEN_CAND_DRAW_SPACING;
+}
+
+/*
+ * Whether the list may be drawn again now: yes when its spacing has passed,
+ * and for a pop that is not asked again before the spacing ends (a pop
+ * that does not wait sees what was pushed before it).  If not, the pop's
+ * hint asks to come back when it may.
+ */
+static bool
+queen_candidates_may_draw(QueenClaim *c, const QueenCandidates *e)
+{
+	if (c->now >= e->next_draw_at || c->req->retry_until < e->next_draw_at)
+		return true;
+	queen_claim_retry_hint(c, e->next_draw_at);
+	return false;
 }
 
 /* The pop has all it may take: the budget spent or max_partitions claimed. */
@@ -499,7 +533,8 @@ queen_claim_candidates(QueenClaim *c, Datum *qids, TimestampTz *subs, int nqueue
 	int			claimed = 0;
 	bool		drawn = false;
 
-	if (e->next >= e->n || e->drawn_at < c->now - QUEEN_CAND_TTL_USECS)
+	if ((e->next >= e->n || e->drawn_at < c->now - QUEEN_CAND_TTL_USECS) &&
+		queen_candidates_may_draw(c, e))
 	{
 		queen_candidates_draw(c, e, qids, nqueues);
 		drawn = true;
@@ -525,7 +560,8 @@ queen_claim_candidates(QueenClaim *c, Datum *qids, TimestampTz *subs, int nqueue
 			if (queen_claim_partition(c, &t) > 0)
 				claimed++;
 		}
-		if (drawn || queen_claim_full(c, claimed) || (claimed > 0 && tried >= cap))
+		if (drawn || queen_claim_full(c, claimed) || (claimed > 0 && tried >= cap) ||
+			!queen_candidates_may_draw(c, e))
 			break;
 		/* the list ran out, or none of it had anything: draw afresh, once */
 		queen_candidates_draw(c, e, qids, nqueues);

@@ -68,6 +68,13 @@ typedef struct QueenPopRequest
 	TimestampTz sub_from;		/* with QUEEN_SUB_TIMESTAMP */
 
 	/*
+	 * Until when the caller asks again after an empty answer, at the
+	 * answer's retry_at (a parked long-poll); 0: it does not.  Before then,
+	 * a wildcard pop may leave a draw of its candidates for later.
+	 */
+	TimestampTz retry_until;
+
+	/*
 	 * The lease id every claimed partition is leased under.  A caller may
 	 * choose it (the broker does, so it can log it); an empty string makes
 	 * queen_pop mint a UUIDv7.  With auto_ack the result's lease id is "".
