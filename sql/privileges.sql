@@ -68,6 +68,15 @@ SELECT pg_temp.try_push('priv.trigger');
 SELECT count(*) AS trigger_queue_rows FROM queen.queues WHERE name = 'priv.trigger';
 DROP TRIGGER regress_after_insert ON queen.log_txns;
 SELECT pg_temp.try_push('priv.trigger');
+-- a trigger on log_partitions is honoured: the allocator then updates the
+-- rows by statement instead of from C, and it fires once per push
+TRUNCATE regress_fired;
+CREATE TRIGGER regress_after_update AFTER UPDATE ON queen.log_partitions
+	FOR EACH ROW EXECUTE FUNCTION regress_note_insert();
+SELECT pg_temp.try_push('priv.trigger');
+SELECT pg_temp.try_push('priv.trigger');
+SELECT count(*) AS allocator_updates_fired FROM regress_fired;
+DROP TRIGGER regress_after_update ON queen.log_partitions;
 DROP TABLE regress_fired;
 DROP FUNCTION regress_note_insert();
 DROP FUNCTION pg_temp.try_push(text);

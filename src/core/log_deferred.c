@@ -78,6 +78,7 @@ queen_own_target(QueenTarget *t, QueenSegment *seg, const pg_uuid_t *pid)
 	t->last_offset = a->last;
 	t->txns_start = a->txns_start;
 	t->generation = a->generation;
+	t->tid_valid = false;
 	return true;
 }
 

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * log_rows.c
- *	  The segment and hash rows of a write, inserted from C.
+ *	  The rows of a write, written from C: the allocator's update of the
+ *	  pre-locked partition rows, and the segment and hash rows.
  *
  * The segment and hash rows are inserted the way COPY FROM inserts them:
  * table_tuple_insert, the table's CHECK and NOT NULL constraints, and its
@@ -22,6 +23,7 @@
 #include "log_write_int.h"
 #include "spi.h"
 
+#include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -30,6 +32,7 @@
 #include "miscadmin.h"
 #include "utils/lsyscache.h"
 #include "utils/rls.h"
+#include "utils/snapmgr.h"
 
 typedef struct QueenRowTable
 {
@@ -131,6 +134,179 @@ queen_rows_close(QueenRowTable *t)
 	ExecDropSingleTupleTableSlot(t->slot);
 	ExecCloseIndices(t->rri);
 	table_close(t->rel, NoLock);
+}
+
+/* The log_partitions columns the allocator reads and writes. */
+typedef enum QueenAllocColumn
+{
+	ALLOC_ID,
+	ALLOC_LAST_OFFSET,
+	ALLOC_OLDEST_LIVE,
+	ALLOC_OLDEST_TXN,
+	ALLOC_LAST_WRITE,
+	ALLOC_NCOLUMNS
+} QueenAllocColumn;
+
+static const char *const queen_alloc_columns[ALLOC_NCOLUMNS] =
+{"id", "last_offset", "oldest_live_at", "oldest_txn_at", "last_write_at"};
+
+/* last_write_at is indexed: rewritten only when older than this, so the update stays HOT */
+#define QUEEN_LAST_WRITE_QUANTUM_USECS	(10 * USECS_PER_SEC)
+
+/* Whether a statement would do more than a direct write: a user trigger, or row-level security. */
+static bool
+queen_rows_need_statement(Relation rel)
+{
+	TriggerDesc *trigdesc = rel->trigdesc;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+		if (!trigdesc->triggers[i].tgisinternal)
+			return true;
+	return rel->rd_rel->relrowsecurity &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED;
+}
+
+/*
+ * The allocator's update of pre-locked partition rows, from C: what the
+ * UPDATE statement of log_write.c (sql_write) does to each row, last_offset
+ * moved past the segment, the oldest_* stamped on the empty -> non-empty
+ * transition, last_write_at rewritten when over 10 seconds old, without a
+ * plan.  That statement's plan was the part of a push most at the mercy of
+ * the planner (a hash join over a sequential scan of log_partitions at a
+ * few thousand partitions), and its executor a tenth of a shard's CPU.
+ *
+ * Each row is updated where the pre-lock found it (its ctid): this
+ * transaction holds it locked, so no one else can have moved it.  Should
+ * it not be there after all (the update reports anything but success), the
+ * target is left PENDING, and the caller runs the statement for it.  So is
+ * every target when the table has a user trigger or row-level security,
+ * which a statement honours.  The update is checked against the UPDATE
+ * privilege as the statement would be, and its index entries are made as
+ * the executor makes them (none for a HOT update).  Foreign-key triggers
+ * are not fired: the update changes no key.
+ */
+void
+queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
+{
+	Oid			relid = queen_table_oid("log_partitions");
+	RangeTblEntry *rte;
+	EState	   *estate;
+	Relation	rel;
+	ResultRelInfo *rri;
+	TupleDesc	desc;
+	TupleTableSlot *oldslot;
+	TupleTableSlot *newslot;
+	AttrNumber	attnums[ALLOC_NCOLUMNS];
+	CommandId	cid;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (!targets[i]->tid_valid)
+			return;
+
+	PreventCommandIfReadOnly("queen.push");
+	PreventCommandIfParallelMode("queen.push");
+	estate = CreateExecutorState();
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = relid;
+	rte->relkind = RELKIND_RELATION;
+	rte->rellockmode = RowExclusiveLock;
+	rte->requiredPerms = ACL_SELECT | ACL_UPDATE;
+	for (i = 0; i < ALLOC_NCOLUMNS; i++)
+	{
+		attnums[i] = get_attnum(relid, queen_alloc_columns[i]);
+		if (attnums[i] == InvalidAttrNumber)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table \"queen.log_partitions\" does not have the columns this version of queen writes"),
+					 errhint("Drop and create the extension again.")));
+		rte->selectedCols = bms_add_member(rte->selectedCols,
+										   attnums[i] - FirstLowInvalidHeapAttributeNumber);
+		if (i != ALLOC_ID)
+			rte->updatedCols = bms_add_member(rte->updatedCols,
+											  attnums[i] - FirstLowInvalidHeapAttributeNumber);
+	}
+	ExecCheckRTPerms(list_make1(rte), true);
+	ExecInitRangeTable(estate, list_make1(rte));
+
+	rel = table_open(relid, RowExclusiveLock);
+	if (queen_rows_need_statement(rel))
+	{
+		table_close(rel, NoLock);
+		FreeExecutorState(estate);
+		return;
+	}
+	desc = RelationGetDescr(rel);
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+	oldslot = table_slot_create(rel, NULL);
+	newslot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+	cid = GetCurrentCommandId(true);
+
+	for (i = 0; i < n; i++)
+	{
+		QueenTarget *t = targets[i];
+		Datum	   *values = newslot->tts_values;
+		bool	   *isnull = newslot->tts_isnull;
+		TM_FailureData tmfd;
+		LockTupleMode lockmode;
+		bool		update_indexes;
+		int64		last;
+
+		if (!table_tuple_fetch_row_version(rel, &t->tid, SnapshotAny, oldslot))
+			continue;
+		slot_getallattrs(oldslot);
+		if (oldslot->tts_isnull[attnums[ALLOC_ID] - 1] ||
+			oldslot->tts_isnull[attnums[ALLOC_LAST_OFFSET] - 1] ||
+			oldslot->tts_isnull[attnums[ALLOC_LAST_WRITE] - 1] ||
+			memcmp(DatumGetUUIDP(oldslot->tts_values[attnums[ALLOC_ID] - 1]), &t->pid,
+				   sizeof(pg_uuid_t)) != 0)
+			continue;
+
+		ExecClearTuple(newslot);
+		memcpy(values, oldslot->tts_values, sizeof(Datum) * desc->natts);
+		memcpy(isnull, oldslot->tts_isnull, sizeof(bool) * desc->natts);
+		last = DatumGetInt64(values[attnums[ALLOC_LAST_OFFSET] - 1]);
+		values[attnums[ALLOC_LAST_OFFSET] - 1] = Int64GetDatum(last + t->seg->msg_count);
+		if (isnull[attnums[ALLOC_OLDEST_LIVE] - 1])
+		{
+			values[attnums[ALLOC_OLDEST_LIVE] - 1] = TimestampTzGetDatum(now);
+			isnull[attnums[ALLOC_OLDEST_LIVE] - 1] = false;
+		}
+		if (isnull[attnums[ALLOC_OLDEST_TXN] - 1])
+		{
+			values[attnums[ALLOC_OLDEST_TXN] - 1] = TimestampTzGetDatum(now);
+			isnull[attnums[ALLOC_OLDEST_TXN] - 1] = false;
+		}
+		if (now - DatumGetTimestampTz(values[attnums[ALLOC_LAST_WRITE] - 1]) >
+			QUEEN_LAST_WRITE_QUANTUM_USECS)
+			values[attnums[ALLOC_LAST_WRITE] - 1] = TimestampTzGetDatum(now);
+		ExecStoreVirtualTuple(newslot);
+
+		ExecConstraints(rri, newslot, estate);
+		if (table_tuple_update(rel, &t->tid, newslot, cid, InvalidSnapshot, InvalidSnapshot,
+							   true, &tmfd, &lockmode, &update_indexes) != TM_Ok)
+			continue;
+		if (update_indexes)
+			ExecInsertIndexTuples(rri, newslot, estate, true, false, NULL, NIL);
+		ResetPerTupleExprContext(estate);
+
+		t->seg->base_offset = last + 1;
+		t->seg->created_at = now;
+		t->seg->status = QUEEN_SEGMENT_QUEUED;
+	}
+
+	ExecDropSingleTupleTableSlot(oldslot);
+	ExecDropSingleTupleTableSlot(newslot);
+	ExecCloseIndices(rri);
+	table_close(rel, NoLock);
+	FreeExecutorState(estate);
+
+	/* a statement that follows (the rest, a probe, the next push) sees the rows */
+	CommandCounterIncrement();
 }
 
 /* Insert the segment and hash rows of targets, which the allocator placed. */

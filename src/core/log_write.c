@@ -99,7 +99,7 @@ static const char *const sql_provision_partitions =
  * so a pop's first contact and a push never wait for each other.
  */
 static const char *const sql_prelock =
-"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at"
+"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at, p.ctid"
 "  FROM unnest($1::text[], $2::text[], $3::uuid[])"
 "       WITH ORDINALITY AS u(qname, pname, tenant, ord)"
 "  JOIN queen.queues q ON q.tenant_id = u.tenant AND q.name = u.qname"
@@ -117,7 +117,7 @@ static const char *const sql_prelock =
  * filter (count(*) counts rows, not ids), and the name path reports it.
  */
 static const char *const sql_prelock_ids =
-"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at"
+"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at, p.ctid"
 "  FROM unnest($1::uuid[]) WITH ORDINALITY AS u(pid, ord)"
 "  JOIN queen.log_partitions p ON p.id = u.pid"
 "  JOIN queen.queues q ON q.id = p.queue_id"
@@ -133,16 +133,20 @@ static const char *const sql_prelock_ids =
  * the CPU of a one-message push's pre-lock) nor its sort.
  */
 static const char *const sql_lock_one =
-"SELECT 1::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at"
+"SELECT 1::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at, p.ctid"
 "  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
 " WHERE p.id = $1"
 "   FOR NO KEY UPDATE OF p";
 
 /*
- * The allocator.  last_write_at is indexed, so it is rewritten at most once
- * in 10 seconds to keep the update HOT (the wildcard claim reads it with
- * two minutes of slack); the oldest_* columns only change on the
- * empty -> non-empty transition for the same reason.  clock_timestamp() in
+ * The allocator as a statement.  Pre-locked rows are updated from C the
+ * same way (queen_update_partitions in log_rows.c, which must stay in step
+ * with this); the statement serves a push without a pre-lock, and a table
+ * with a user trigger or row-level security.  last_write_at is indexed, so
+ * it is rewritten at most once in 10 seconds to keep the update HOT (the
+ * wildcard claim reads it with two minutes of slack); the oldest_* columns
+ * only change on the empty -> non-empty transition for the same reason.
+ * clock_timestamp() in
  * RETURNING is read after the row lock is held: the path without a
  * pre-lock ($3 NULL) stamps created_at with it.  A row the UPDATE does not
  * find (deleted under an un-prelocked push) is reported missing by the
@@ -333,14 +337,27 @@ queen_target_pid_cmp(const void *a, const void *b)
 	return queen_uuid_cmp(&x->pid, &y->pid);
 }
 
+/* The pre-lock's ctid column: where the row it locked lies. */
+static void
+queen_get_tid(HeapTuple tuple, TupleDesc desc, int col, QueenTarget *t)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+
+	t->tid_valid = !isnull;
+	if (!isnull)
+		ItemPointerCopy((ItemPointer) DatumGetPointer(d), &t->tid);
+}
+
 /*
- * Allocate offsets for targets (distinct partitions, ascending id) and write
- * their segment and hash rows.  With stamp_after_update the rows are not
- * pre-locked and created_at is the clock read once the allocator UPDATE
- * holds the lock; otherwise every segment gets now.
+ * The allocator UPDATE statement for targets (ascending id) the update from
+ * C left: offsets and created_at into each segment.  With
+ * stamp_after_update the rows are not pre-locked and created_at is the
+ * clock read once the statement holds the lock; otherwise it is now.
  */
 static void
-queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_update)
+queen_write_statement(QueenTarget **targets, int n, TimestampTz now,
+					  bool stamp_after_update)
 {
 	Datum	   *pids = palloc(sizeof(Datum) * n);
 	Datum	   *counts = palloc(sizeof(Datum) * n);
@@ -354,7 +371,6 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 	{
 		pids[i] = UUIDPGetDatum(&targets[i]->pid);
 		counts[i] = Int64GetDatum((int64) targets[i]->seg->msg_count);
-		targets[i]->seg->status = QUEEN_SEGMENT_PENDING;
 	}
 	values[0] = queen_array_datum(pids, n, UUIDOID);
 	values[1] = queen_array_datum(counts, n, INT8OID);
@@ -384,21 +400,52 @@ queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_upda
 		seg->base_offset = queen_get_int64(tuple, desc, 2);
 		seg->created_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 3, &isnull));
 		seg->status = QUEEN_SEGMENT_QUEUED;
-		/* whatever the window: a later probe in this transaction must know */
-		queen_dedup_cache_remember(&key.pid, seg->base_offset, seg->msg_count,
-								   seg->created_at, (const uint8 *) VARDATA_ANY(seg->hashes));
-		queen_own_locked(*found, !stamp_after_update);
 	}
 	SPI_freetuptable(SPI_tuptable);
+}
 
-	/*
-	 * Completeness: a partition that did not come back was deleted under us
-	 * (only possible without a pre-lock); the whole push fails rather than
-	 * report a verdict for it.
-	 */
+
+/*
+ * Allocate offsets for targets (distinct partitions, ascending id) and write
+ * their segment and hash rows.  With stamp_after_update the rows are not
+ * pre-locked and created_at is the clock read once the allocator holds the
+ * lock; otherwise every segment gets now.
+ */
+static void
+queen_write(QueenTarget **targets, int n, TimestampTz now, bool stamp_after_update)
+{
+	QueenTarget **rest = palloc(sizeof(QueenTarget *) * n);
+	int			nrest = 0;
+	int			i;
+
 	for (i = 0; i < n; i++)
-		if (targets[i]->seg->status != QUEEN_SEGMENT_QUEUED)
+		targets[i]->seg->status = QUEEN_SEGMENT_PENDING;
+	/* pre-locked rows are updated from C; what that leaves, by the statement */
+	if (!stamp_after_update)
+		queen_update_partitions(targets, n, now);
+	for (i = 0; i < n; i++)
+		if (targets[i]->seg->status == QUEEN_SEGMENT_PENDING)
+			rest[nrest++] = targets[i];
+	if (nrest > 0)
+		queen_write_statement(rest, nrest, now, stamp_after_update);
+	pfree(rest);
+
+	for (i = 0; i < n; i++)
+	{
+		QueenSegment *seg = targets[i]->seg;
+
+		/*
+		 * Completeness: a partition that did not come back was deleted under
+		 * us (only possible without a pre-lock); the whole push fails rather
+		 * than report a verdict for it.
+		 */
+		if (seg->status != QUEEN_SEGMENT_QUEUED)
 			queen_partition_missing(&targets[i]->pid);
+		/* whatever the window: a later probe in this transaction must know */
+		queen_dedup_cache_remember(&targets[i]->pid, seg->base_offset, seg->msg_count,
+								   seg->created_at, (const uint8 *) VARDATA_ANY(seg->hashes));
+		queen_own_locked(targets[i], !stamp_after_update);
+	}
 
 	queen_insert_rows(targets, n);
 }
@@ -657,6 +704,7 @@ queen_prelocked_targets(QueenSegment *segs, int nsegs, const QueenBundleIds *ids
 		t->last_offset = queen_get_int64(tuple, desc, 4);
 		t->txns_start = queen_get_int64(tuple, desc, 5);
 		t->generation = queen_get_timestamptz(tuple, desc, 6);
+		queen_get_tid(tuple, desc, 7, t);
 		ordered[r] = t;
 		if (!by_id)
 			queen_pid_cache_put(ids->idents[ord - 1], ids->ident_lens[ord - 1],
@@ -804,6 +852,7 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 
 	target.seg = seg;
 	target.pid = *pid;
+	target.tid_valid = false;
 	target.queue_window = 0;
 	if (seg->window_set && seg->window_in == 0)
 	{
@@ -830,6 +879,7 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 		target.queue_window = queen_get_int32(tuple, desc, 3);
 		target.window = seg->window_set ? seg->window_in : target.queue_window;
 		target.generation = queen_get_timestamptz(tuple, desc, 6);
+		queen_get_tid(tuple, desc, 7, &target);
 		SPI_freetuptable(SPI_tuptable);
 		queen_allocate_locked(&tp, 1, GetCurrentTimestamp(), out_cxt, false);
 	}

@@ -15,6 +15,8 @@
 
 #include "log_write.h"
 
+#include "storage/itemptr.h"
+
 /* A segment whose partition is resolved, as the write steps see it. */
 typedef struct QueenTarget
 {
@@ -25,13 +27,16 @@ typedef struct QueenTarget
 	int64		last_offset;	/* as locked */
 	int64		txns_start;
 	TimestampTz generation;		/* the row's created_at: tells a recreated partition */
+	ItemPointerData tid;		/* where the pre-lock found the row, if tid_valid */
+	bool		tid_valid;
 } QueenTarget;
 
 /* The dedup probe (dedup_probe.c). */
 extern bool queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 						TimestampTz now, MemoryContext out_cxt);
 
-/* The segment and hash rows (log_rows.c). */
+/* The allocator's update and the segment and hash rows (log_rows.c). */
+extern void queen_update_partitions(QueenTarget **targets, int n, TimestampTz now);
 extern void queen_insert_rows(QueenTarget **targets, int n);
 
 /* Partitions this transaction already holds (log_deferred.c). */
