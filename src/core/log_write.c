@@ -404,7 +404,6 @@ queen_write_statement(QueenTarget **targets, int n, TimestampTz now,
 	SPI_freetuptable(SPI_tuptable);
 }
 
-
 /*
  * Allocate offsets for targets (distinct partitions, ascending id) and write
  * their segment and hash rows.  With stamp_after_update the rows are not

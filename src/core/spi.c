@@ -85,7 +85,7 @@ queen_plan_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes,
  * Replan when the tables have outgrown the plans.  The plans are generic and
  * kept for the life of the process, and PostgreSQL replans them only when a
  * table's statistics change (ANALYZE, VACUUM).  A process whose first push
- * or pop met a new, nearly empty log (a fresh install, a new tenant) would
+ * or pop met a new, nearly empty log (a fresh install, a TRUNCATE) would
  * otherwise keep plans made for ten pages (a hash join over a sequential
  * scan of log_partitions for the allocator, the pre-lock probing each name
  * among all of a queue's partitions) until autovacuum's first ANALYZE, a
