@@ -77,6 +77,12 @@ SELECT pg_temp.try_push('priv.trigger');
 SELECT pg_temp.try_push('priv.trigger');
 SELECT count(*) AS allocator_updates_fired FROM regress_fired;
 DROP TRIGGER regress_after_update ON queen.log_partitions;
+-- a CHECK constraint added to log_partitions binds the allocator's update too
+ALTER TABLE queen.log_partitions ADD CONSTRAINT regress_offset_cap CHECK (last_offset < 4) NOT VALID;
+SELECT pg_temp.try_push('priv.trigger');
+SELECT pg_temp.try_push('priv.trigger');
+ALTER TABLE queen.log_partitions DROP CONSTRAINT regress_offset_cap;
+SELECT max(log_offset) AS last_stored FROM queen.read('priv.trigger');
 DROP TABLE regress_fired;
 DROP FUNCTION regress_note_insert();
 DROP FUNCTION pg_temp.try_push(text);
