@@ -203,8 +203,8 @@ queen_rows_need_statement(Relation rel)
  * which a statement honours.  The update is checked against the UPDATE
  * privilege as the statement would be, its index entries are made as the
  * executor makes them (none for a HOT update), and the table's CHECK
- * constraints are checked when one could fail (queen_alloc_needs_checks).  Foreign-key triggers
- * are not fired: the update changes no key.
+ * constraints are checked when one could fail (queen_alloc_needs_checks).
+ * Foreign-key triggers are not fired: the update changes no key.
  */
 void
 queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
