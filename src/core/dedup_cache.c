@@ -55,9 +55,9 @@
  */
 #include "queen.h"
 #include "dedup_cache.h"
+#include "hash_refs.h"
 
 #include "access/xact.h"
-#include "common/pg_prng.h"
 #include "lib/ilist.h"
 #include "miscadmin.h"
 #include "utils/hsearch.h"
@@ -175,19 +175,11 @@ queen_slot_key(const uint8 *hash)
 	return key;
 }
 
-/*
- * The key's slot: multiplied by a random odd number per process, so that
- * transactionIds chosen to share their hashes' low bits (XXH3 is not keyed)
- * do not pile up in one run of slots.
- */
-static uint64 queen_slot_mult = 0;
-
+/* The key's slot: spread as the hash sets spread theirs (hash_refs.h). */
 static inline uint32
 queen_slot_start(uint32 key, uint32 capacity)
 {
-	if (unlikely(queen_slot_mult == 0))
-		queen_slot_mult = pg_prng_uint64(&pg_global_prng_state) | 1;
-	return (uint32) (((uint64) key * queen_slot_mult) >> 32) & (capacity - 1);
+	return queen_slot_of(key, capacity - 1);
 }
 
 static inline uint32

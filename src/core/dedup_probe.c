@@ -118,7 +118,7 @@ queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 fr
 					TimestampTz cutoff, QueenDedupHits *hits, int64 *first_off)
 {
 	QueenHashRefs *refs;
-	QueenTxnsWalk *w = NULL;
+	QueenTxnsWalk *w;
 	int64		row_end = -1;
 	int			h;
 
@@ -126,6 +126,8 @@ queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 fr
 		return;
 	refs = queen_hash_refs(incoming, k);
 	qsort(hits->hits, hits->n, sizeof(QueenDedupHit), queen_hit_cmp);
+	/* one walk, sought to each hit's row in turn */
+	w = queen_txns_walk_begin(&t->pid, 0, -1, true);
 	for (h = 0; h < hits->n; h++)
 	{
 		int64		offset = hits->hits[h].offset;
@@ -134,10 +136,7 @@ queen_probe_confirm(const QueenTarget *t, const uint8 *incoming, int k, int64 fr
 		if (offset <= row_end)
 			continue;			/* in the row just compared */
 		row_end = offset;
-		if (w == NULL)
-			w = queen_txns_walk_begin(&t->pid, offset, offset, true);
-		else
-			queen_txns_walk_seek(w, offset, offset);
+		queen_txns_walk_seek(w, offset, offset);
 		if (queen_txns_walk_next(w, &row))
 		{
 			row_end = Max(row.base + row.count - 1, offset);

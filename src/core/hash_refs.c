@@ -19,7 +19,13 @@
 
 #include "common/pg_prng.h"
 
-static uint64 queen_hash_refs_mult = 0;
+uint64		queen_slot_mult = 0;
+
+void
+queen_slot_mult_init(void)
+{
+	queen_slot_mult = pg_prng_uint64(&pg_global_prng_state) | 1;
+}
 
 /*
  * A set over the k hashes of a packed blob (16 bytes each), in the current
@@ -33,11 +39,8 @@ queen_hash_refs(const uint8 *hashes, int k)
 	uint32		i;
 	int			n;
 
-	if (queen_hash_refs_mult == 0)
-		queen_hash_refs_mult = pg_prng_uint64(&pg_global_prng_state) | 1;
 	while (nslots < (uint64) Max(k, 1) * 2)
 		nslots <<= 1;
-	r->mult = queen_hash_refs_mult;
 	r->mask = nslots - 1;
 	r->hashes = hashes;
 	r->slots = palloc_extended(sizeof(QueenHashRefSlot) * (Size) nslots, MCXT_ALLOC_HUGE);
@@ -48,7 +51,7 @@ queen_hash_refs(const uint8 *hashes, int k)
 		uint64		head;
 
 		memcpy(&head, hashes + (Size) n * QUEEN_HASH_LEN, sizeof(head));
-		for (i = queen_hash_refs_slot(r, head); r->slots[i].index >= 0; i = (i + 1) & r->mask)
+		for (i = queen_slot_of(head, r->mask); r->slots[i].index >= 0; i = (i + 1) & r->mask)
 			;
 		r->slots[i].head = head;
 		r->slots[i].index = n;

@@ -26,7 +26,6 @@ typedef struct QueenHashRefSlot
 
 typedef struct QueenHashRefs
 {
-	uint64		mult;			/* odd, random per process: see queen_hash_refs_slot */
 	uint32		mask;			/* slots - 1; at most half of them used */
 	const uint8 *hashes;		/* the caller's, 16 bytes each */
 	QueenHashRefSlot *slots;
@@ -40,18 +39,26 @@ typedef struct QueenHashRefIter
 } QueenHashRefIter;
 
 extern QueenHashRefs *queen_hash_refs(const uint8 *hashes, int k);
+extern void queen_hash_refs_free(QueenHashRefs *r);
 
 /*
- * A head's first slot.  XXH3 is not keyed and transactionIds are the
- * client's: ids chosen to share their hashes' low bits must not pile up in
- * one run of slots, so the head is multiplied by a random odd number first.
+ * The first slot of a key in an open-addressing table of mask + 1 slots,
+ * this set's and the dedup cache's (dedup_cache.c).  XXH3 is not keyed and
+ * transactionIds are the client's: ids chosen to share their hashes' low
+ * bits must not pile up in one run of slots, so the key is multiplied by an
+ * odd number drawn at random once per process, and the product's high half
+ * taken.
  */
+extern uint64 queen_slot_mult;
+extern void queen_slot_mult_init(void);
+
 static inline uint32
-queen_hash_refs_slot(const QueenHashRefs *r, uint64 head)
+queen_slot_of(uint64 key, uint32 mask)
 {
-	return (uint32) ((head * r->mult) >> 32) & r->mask;
+	if (unlikely(queen_slot_mult == 0))
+		queen_slot_mult_init();
+	return (uint32) ((key * queen_slot_mult) >> 32) & mask;
 }
-extern void queen_hash_refs_free(QueenHashRefs *r);
 
 /*
  * The next position in the caller's list whose hash equals hash, or -1.  A
@@ -78,7 +85,7 @@ static inline int32
 queen_hash_refs_first(const QueenHashRefs *r, const uint8 *hash, QueenHashRefIter *it)
 {
 	memcpy(&it->head, hash, sizeof(it->head));
-	it->pos = queen_hash_refs_slot(r, it->head);
+	it->pos = queen_slot_of(it->head, r->mask);
 	return queen_hash_refs_next(r, hash, it);
 }
 

@@ -27,7 +27,7 @@
 static const char *const sql_flush =
 "UPDATE queen.log_partitions p SET"
 "       last_offset = u.last,"
-"       last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > interval '10 seconds'"
+"       last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > " QUEEN_LAST_WRITE_QUANTUM_SQL
 "                            THEN clock_timestamp() ELSE p.last_write_at END"
 "  FROM unnest($1::uuid[], $2::int8[]) AS u(pid, last)"
 " WHERE p.id = u.pid";

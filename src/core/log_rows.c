@@ -45,32 +45,46 @@ typedef struct QueenRowTable
 static const char *const queen_row_columns[4] =
 {"partition_id", "base_offset", "end_offset", "created_at"};
 
-/*
- * The rows are inserted the way COPY does, but without firing triggers or
- * applying row-level security, which a statement would.  Rather than
- * silently bypass either, a push refuses to write when the table has one
- * that would apply: a trigger someone created (the foreign key's own are
- * internal), or row-level security that applies to the current user.
- */
-static void
-queen_rows_refuse_bypass(Relation rel)
+/* A trigger someone created on rel (the foreign keys' own are internal); NULL if none. */
+static const char *
+queen_rows_user_trigger(Relation rel)
 {
 	TriggerDesc *trigdesc = rel->trigdesc;
 	int			i;
 
 	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
-	{
-		if (trigdesc->triggers[i].tgisinternal)
-			continue;
+		if (!trigdesc->triggers[i].tgisinternal)
+			return trigdesc->triggers[i].tgname;
+	return NULL;
+}
+
+/* Whether row-level security on rel applies to the current user. */
+static bool
+queen_rows_rls_applies(Relation rel)
+{
+	return rel->rd_rel->relrowsecurity &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED;
+}
+
+/*
+ * The rows are inserted the way COPY does, but without firing triggers or
+ * applying row-level security, which a statement would.  Rather than
+ * silently bypass either, a push refuses to write when the table has one
+ * that would apply.
+ */
+static void
+queen_rows_refuse_bypass(Relation rel)
+{
+	const char *trigger = queen_rows_user_trigger(rel);
+
+	if (trigger != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("table \"queen.%s\" has trigger \"%s\", which pushes would not fire",
-						RelationGetRelationName(rel), trigdesc->triggers[i].tgname),
+						RelationGetRelationName(rel), trigger),
 				 errdetail("Queen writes its log tables directly; a trigger on them would be silently skipped, so no push is written while one exists."),
 				 errhint("Drop the trigger; consume the queue instead of reacting to inserts.")));
-	}
-	if (rel->rd_rel->relrowsecurity &&
-		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED)
+	if (queen_rows_rls_applies(rel))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("row-level security on table \"queen.%s\" applies to role \"%s\", and pushes cannot apply it",
@@ -150,9 +164,6 @@ typedef enum QueenAllocColumn
 static const char *const queen_alloc_columns[ALLOC_NCOLUMNS] =
 {"id", "last_offset", "oldest_live_at", "oldest_txn_at", "last_write_at"};
 
-/* last_write_at is indexed: rewritten only when older than this, so the update stays HOT */
-#define QUEEN_LAST_WRITE_QUANTUM_USECS	(10 * USECS_PER_SEC)
-
 /*
  * Whether the allocator's update must check the table's constraints: only
  * when it has a CHECK constraint other than queen--1.0.sql's name check.
@@ -172,18 +183,21 @@ queen_alloc_needs_checks(Relation rel)
 	return false;
 }
 
-/* Whether a statement would do more than a direct write: a user trigger, or row-level security. */
-static bool
-queen_rows_need_statement(Relation rel)
+/*
+ * A range table entry for a direct write to relid, as a statement's would
+ * be, for its privilege check (ExecCheckRTPerms).
+ */
+static RangeTblEntry *
+queen_rows_rte(Oid relid, AclMode perms)
 {
-	TriggerDesc *trigdesc = rel->trigdesc;
-	int			i;
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
 
-	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
-		if (!trigdesc->triggers[i].tgisinternal)
-			return true;
-	return rel->rd_rel->relrowsecurity &&
-		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED;
+	rte->rtekind = RTE_RELATION;
+	rte->relid = relid;
+	rte->relkind = RELKIND_RELATION;
+	rte->rellockmode = RowExclusiveLock;
+	rte->requiredPerms = perms;
+	return rte;
 }
 
 /*
@@ -230,12 +244,7 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	PreventCommandIfReadOnly("queen.push");
 	PreventCommandIfParallelMode("queen.push");
 	estate = CreateExecutorState();
-	rte = makeNode(RangeTblEntry);
-	rte->rtekind = RTE_RELATION;
-	rte->relid = relid;
-	rte->relkind = RELKIND_RELATION;
-	rte->rellockmode = RowExclusiveLock;
-	rte->requiredPerms = ACL_SELECT | ACL_UPDATE;
+	rte = queen_rows_rte(relid, ACL_SELECT | ACL_UPDATE);
 	for (i = 0; i < ALLOC_NCOLUMNS; i++)
 	{
 		attnums[i] = get_attnum(relid, queen_alloc_columns[i]);
@@ -254,7 +263,8 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	ExecInitRangeTable(estate, list_make1(rte));
 
 	rel = table_open(relid, RowExclusiveLock);
-	if (queen_rows_need_statement(rel))
+	/* what a statement would honour and this would not: leave it the statement */
+	if (queen_rows_user_trigger(rel) != NULL || queen_rows_rls_applies(rel))
 	{
 		table_close(rel, NoLock);
 		FreeExecutorState(estate);
@@ -304,7 +314,7 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 			isnull[attnums[ALLOC_OLDEST_TXN] - 1] = false;
 		}
 		if (now - DatumGetTimestampTz(values[attnums[ALLOC_LAST_WRITE] - 1]) >
-			QUEEN_LAST_WRITE_QUANTUM_USECS)
+			QUEEN_LAST_WRITE_QUANTUM_SECS * USECS_PER_SEC)
 			values[attnums[ALLOC_LAST_WRITE] - 1] = TimestampTzGetDatum(now);
 		ExecStoreVirtualTuple(newslot);
 
@@ -359,16 +369,7 @@ queen_insert_rows(QueenTarget **targets, int n)
 
 	/* the same INSERT privilege check a statement makes */
 	for (i = 0; i < 2; i++)
-	{
-		RangeTblEntry *rte = makeNode(RangeTblEntry);
-
-		rte->rtekind = RTE_RELATION;
-		rte->relid = relids[i];
-		rte->relkind = RELKIND_RELATION;
-		rte->rellockmode = RowExclusiveLock;
-		rte->requiredPerms = ACL_INSERT;
-		rtable = lappend(rtable, rte);
-	}
+		rtable = lappend(rtable, queen_rows_rte(relids[i], ACL_INSERT));
 	ExecCheckRTPerms(rtable, true);
 	ExecInitRangeTable(estate, rtable);
 

@@ -158,7 +158,7 @@ static const char *const sql_write =
 "       last_offset = p.last_offset + u.n,"
 "       oldest_live_at = COALESCE(p.oldest_live_at, clock_timestamp()),"
 "       oldest_txn_at = COALESCE(p.oldest_txn_at, clock_timestamp()),"
-"       last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > interval '10 seconds'"
+"       last_write_at = CASE WHEN clock_timestamp() - p.last_write_at > " QUEEN_LAST_WRITE_QUANTUM_SQL
 "                            THEN clock_timestamp() ELSE p.last_write_at END"
 "  FROM unnest($1::uuid[], $2::int8[]) AS u(pid, n)"
 " WHERE p.id = u.pid"

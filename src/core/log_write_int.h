@@ -17,6 +17,15 @@
 
 #include "storage/itemptr.h"
 
+/*
+ * last_write_at is indexed: every write path rewrites it only when it is
+ * older than this, so a partition's allocator update stays HOT (the
+ * wildcard claim reads it with two minutes of slack).
+ */
+#define QUEEN_LAST_WRITE_QUANTUM_SECS	10
+#define QUEEN_LAST_WRITE_QUANTUM_SQL \
+	"interval '" CppAsString2(QUEEN_LAST_WRITE_QUANTUM_SECS) " seconds'"
+
 /* A segment whose partition is resolved, as the write steps see it. */
 typedef struct QueenTarget
 {

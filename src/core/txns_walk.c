@@ -74,6 +74,15 @@ queen_txns_scan(QueenTxnsWalk *w, StrategyNumber strategy, RegProcedure proc, in
 	index_rescan(w->scan, keys, 2, NULL, 0);
 }
 
+/* The previous row's out-of-line hashes, copied: a long walk must not pile them up. */
+static void
+queen_txns_release(QueenTxnsWalk *w)
+{
+	if (w->detoasted != NULL)
+		pfree(w->detoasted);
+	w->detoasted = NULL;
+}
+
 static int64
 queen_txns_int64(QueenTxnsWalk *w, int att)
 {
@@ -123,11 +132,7 @@ queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 void
 queen_txns_walk_seek(QueenTxnsWalk *w, int64 lo, int64 hi)
 {
-	if (w->detoasted != NULL)
-	{
-		pfree(w->detoasted);
-		w->detoasted = NULL;
-	}
+	queen_txns_release(w);
 	w->lo = lo;
 	w->hi = hi;
 	w->done = lo > hi;
@@ -158,11 +163,7 @@ queen_txns_walk_next(QueenTxnsWalk *w, QueenTxnsRow *row)
 	bytea	   *hashes;
 	int64		end;
 
-	if (w->detoasted != NULL)
-	{
-		pfree(w->detoasted);
-		w->detoasted = NULL;
-	}
+	queen_txns_release(w);
 	if (w->done)
 		return false;
 	if (!index_getnext_slot(w->scan, w->descending ? BackwardScanDirection : ForwardScanDirection,
@@ -191,7 +192,7 @@ queen_txns_walk_next(QueenTxnsWalk *w, QueenTxnsRow *row)
 	}
 	hashes = DatumGetByteaPP(d);
 	if ((Pointer) hashes != DatumGetPointer(d))
-		w->detoasted = (Pointer) hashes;	/* stored out of line: a long walk must not pile them up */
+		w->detoasted = (Pointer) hashes;	/* stored out of line */
 	row->count = VARSIZE_ANY_EXHDR(hashes) / QUEEN_HASH_LEN;
 	row->hashes = (const uint8 *) VARDATA_ANY(hashes);
 	return true;
@@ -200,8 +201,7 @@ queen_txns_walk_next(QueenTxnsWalk *w, QueenTxnsRow *row)
 void
 queen_txns_walk_end(QueenTxnsWalk *w)
 {
-	if (w->detoasted != NULL)
-		pfree(w->detoasted);
+	queen_txns_release(w);
 	if (w->scan != NULL)
 		index_endscan(w->scan);
 	ExecDropSingleTupleTableSlot(w->slot);
