@@ -141,6 +141,34 @@ CREATE TABLE queen.log_txns (
 ALTER TABLE queen.log_txns ALTER COLUMN hashes SET STORAGE EXTERNAL;
 
 ------------------------------------------------------------------------------
+-- Dedup runs: the partition's stored transactionId hashes, sorted, so that a
+-- probe finds a hash with one index descent per run instead of reading the
+-- whole window from log_txns (src/core/dedup_runs.c).  A run covers the
+-- offsets (run_start, run_end] and holds the first 8 bytes of every hash
+-- stored there; its rows split the sorted keys into pieces of about 160,
+-- each keyed by its lowest key (the first row by the smallest bigint), so
+-- the row that may hold a key is the last one at or below it.  A
+-- partition's runs form one chain: each starts where the one below it ends.
+-- Only queen.dedup_index writes them; a queue's deletion removes them with
+-- its log_txns rows (no foreign key, as there).
+------------------------------------------------------------------------------
+CREATE TABLE queen.log_dedup (
+	partition_id	uuid NOT NULL,
+	run_end			bigint NOT NULL,
+	key_lo			bigint NOT NULL,
+	run_start		bigint NOT NULL,
+	run_hashes		bigint NOT NULL,
+	keys			bytea NOT NULL,
+	PRIMARY KEY (partition_id, run_end, key_lo)
+) WITH (
+	autovacuum_vacuum_scale_factor = 0.1,
+	autovacuum_vacuum_cost_delay = 0
+);
+
+-- Sorted 8-byte keys of random hashes: compression can only waste CPU.
+ALTER TABLE queen.log_dedup ALTER COLUMN keys SET STORAGE EXTERNAL;
+
+------------------------------------------------------------------------------
 -- Consumption (issue 16).  One row per (partition, consumer group) that has
 -- consumed: the cursor and at most one lease, so one leased batch is in
 -- flight per partition and group, and a group's parallelism is its
@@ -460,6 +488,16 @@ CREATE FUNCTION queen.configure_queue_v1(
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'queen_configure_queue_v1'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Sort the hashes pushed since the last call into dedup runs and merge runs
+-- of equal size; the broker's maintenance worker calls it every second.
+-- Returns how many hashes it wrote.
+CREATE FUNCTION queen.dedup_index(
+	p_min_hashes integer DEFAULT 4096,
+	p_max_partitions integer DEFAULT 1000)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'queen_dedup_index'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 CREATE FUNCTION queen.delete_queue_v1(
 	p_queue text,

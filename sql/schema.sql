@@ -23,8 +23,9 @@ SELECT c.relname, c.reloptions, t.reloptions AS toast_reloptions
 
 -- compressed and random bytes are stored without a second compression attempt
 SELECT attrelid::regclass, attname, attstorage FROM pg_attribute
- WHERE attrelid IN ('queen.log_segments'::regclass, 'queen.log_txns'::regclass)
-   AND attname IN ('blob', 'hashes');
+ WHERE attrelid IN ('queen.log_segments'::regclass, 'queen.log_txns'::regclass,
+                    'queen.log_dedup'::regclass)
+   AND attname IN ('blob', 'hashes', 'keys') ORDER BY attname;
 
 -- the SQL surface
 SELECT p.oid::regprocedure AS function, pg_get_function_result(p.oid) AS returns,

@@ -59,6 +59,7 @@ char	   *queen_spool_directory = NULL;
 int			queen_push_statement_timeout_ms = 30000;
 bool		queen_maintenance_mode_setting = false;
 int			queen_consumer_lag_interval_s = 10;
+int			queen_dedup_index_min_hashes = 4096;
 char	   *queen_test_fault_setting = NULL;
 
 /* parsed form of queen.tenant, kept by the assign hook */
@@ -395,6 +396,15 @@ queen_define_delivery_gucs(GucContext fixed_at_start)
 							10, 0, 3600,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.dedup_index_min_hashes",
+							"Hashes a partition gathers before the broker sorts them into a dedup run.",
+							"The maintenance worker calls queen.dedup_index with this every second. Smaller runs cost more lookups per push; 0 stops the indexing.",
+							&queen_dedup_index_min_hashes,
+							4096, 0, 1048576,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 
 	/* for the TAP tests only (worker.c, queen_test_fault); not in the sample file */

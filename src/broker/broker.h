@@ -62,6 +62,7 @@ extern int	queen_bundle_max;
 extern int	queen_fusion_shards_effective(void);
 extern int	queen_fusion_hold_ms;
 extern int	queen_consumer_lag_interval_s;
+extern int	queen_dedup_index_min_hashes;
 extern int	queen_fusion_min_frames;
 extern int	queen_fusion_frames;
 extern int	queen_max_body_bytes;
@@ -255,6 +256,7 @@ typedef struct QueenBrokerShared
 
 extern QueenBrokerShared *queen_broker;
 extern void queen_lag_sample(void);
+extern bool queen_dedup_index_pass(void);
 extern void queen_metrics_publish_core(void);
 
 extern void queen_shmem_install(int listeners, int shards, void (*fill) (void));

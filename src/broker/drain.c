@@ -234,6 +234,8 @@ queen_maintenance_main(Datum arg)
 	QueenWorkerSlot *slot;
 	TimestampTz closing_since = 0;
 	TimestampTz last_lag = 0;
+	TimestampTz last_index = 0;
+	bool		index_behind = false;
 	HASHCTL		ctl;
 
 	slot = queen_worker_begin(QUEEN_MAINTENANCE, DatumGetInt32(arg));
@@ -299,12 +301,21 @@ queen_maintenance_main(Datum arg)
 				queen_lag_sample();
 		}
 
+		/* dedup runs (dedup_index.c): again at once while there is a backlog */
+		if (TimestampDifferenceExceeds(last_index, now, 1000) || index_behind)
+		{
+			last_index = now;
+			index_behind = queen_worker_extension_present() && queen_dedup_index_pass();
+		}
+
 		files = queen_drain_survey();
 		if (files != NIL && !queen_maintenance_on() && queen_worker_extension_present() &&
 			queen_drain_pass(files) > 0)
 			continue;
 		if (files != NIL)
 			timeout = 100;
+		if (index_behind)
+			timeout = 1;
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, PG_WAIT_EXTENSION);

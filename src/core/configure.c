@@ -32,6 +32,7 @@
  */
 #include "configure_parse.h"
 #include "dedup_cache.h"
+#include "dedup_runs.h"
 #include "log_write.h"
 #include "spi.h"
 
@@ -54,6 +55,7 @@ typedef enum QueenCfgPlanId
 	QUEEN_CFG_DEL_LOCK_QUEUE,
 	QUEEN_CFG_DEL_LOCK_PARTITIONS,
 	QUEEN_CFG_DEL_TXNS,
+	QUEEN_CFG_DEL_RUNS,
 	QUEEN_CFG_DEL_DLQ,
 	QUEEN_CFG_DEL_QUEUE,
 	QUEEN_CFG_NPLANS
@@ -81,6 +83,10 @@ static const char *const queen_sql_del_txns =
 /* dead letters have no foreign key either: retention must never reach them */
 static const char *const queen_sql_del_dlq =
 "DELETE FROM queen.log_dlq"
+" WHERE partition_id IN (SELECT id FROM queen.log_partitions WHERE queue_id = $1)";
+
+static const char *const queen_sql_del_runs =
+"DELETE FROM queen.log_dedup"
 " WHERE partition_id IN (SELECT id FROM queen.log_partitions WHERE queue_id = $1)";
 
 static const char *const queen_sql_del_queue =
@@ -183,11 +189,13 @@ queen_cfg_plan(QueenCfgPlanId id)
 
 		case QUEEN_CFG_DEL_LOCK_PARTITIONS:
 		case QUEEN_CFG_DEL_TXNS:
+		case QUEEN_CFG_DEL_RUNS:
 		case QUEEN_CFG_DEL_DLQ:
 		case QUEEN_CFG_DEL_QUEUE:
 			appendStringInfoString(&sql,
 								   id == QUEEN_CFG_DEL_LOCK_PARTITIONS ? queen_sql_del_lock_partitions :
 								   id == QUEEN_CFG_DEL_TXNS ? queen_sql_del_txns :
+								   id == QUEEN_CFG_DEL_RUNS ? queen_sql_del_runs :
 								   id == QUEEN_CFG_DEL_DLQ ? queen_sql_del_dlq :
 								   queen_sql_del_queue);
 			argtypes[nargs++] = UUIDOID;
@@ -614,6 +622,10 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
 		queen_cfg_exec(QUEEN_CFG_DEL_LOCK_PARTITIONS, values, NULL, SPI_OK_SELECT);
 		SPI_freetuptable(SPI_tuptable);
 		queen_cfg_exec(QUEEN_CFG_DEL_TXNS, values, NULL, SPI_OK_DELETE);
+		/* after a queen.dedup_index that may be writing runs of these partitions */
+		(void) DirectFunctionCall1(pg_advisory_xact_lock_int8,
+								   Int64GetDatum(QUEEN_DEDUP_INDEX_LOCK));
+		queen_cfg_exec(QUEEN_CFG_DEL_RUNS, values, NULL, SPI_OK_DELETE);
 		queen_cfg_exec(QUEEN_CFG_DEL_DLQ, values, NULL, SPI_OK_DELETE);
 		queen_cfg_exec(QUEEN_CFG_DEL_QUEUE, values, NULL, SPI_OK_DELETE);
 		/* later pushes in this transaction must not trust the rows they held */

@@ -305,6 +305,22 @@ queen_slots_add(QueenSlotTable *t, const uint8 *hashes, int count, int64 base,
 	return true;
 }
 
+/* A candidate for the probe to confirm: incoming hash index may be at offset. */
+void
+queen_dedup_hits_add(QueenDedupHits *hits, int32 index, int64 offset)
+{
+	if (hits->n == hits->cap)
+	{
+		hits->cap = Max(16, hits->cap * 2);
+		hits->hits = hits->hits == NULL
+			? palloc_extended(sizeof(QueenDedupHit) * hits->cap, MCXT_ALLOC_HUGE)
+			: repalloc_huge(hits->hits, sizeof(QueenDedupHit) * hits->cap);
+	}
+	hits->hits[hits->n].index = index;
+	hits->hits[hits->n].offset = offset;
+	hits->n++;
+}
+
 /*
  * Add to hits every slot above from that may hold incoming hash k written
  * at or after cutoff: the candidates the probe verifies.
@@ -331,16 +347,7 @@ queen_slots_match(const QueenSlotTable *t, const uint8 *incoming, int count,
 
 			if (s->key != key || offset <= from || queen_slot_expired(s, cutoff))
 				continue;
-			if (hits->n == hits->cap)
-			{
-				hits->cap = Max(16, hits->cap * 2);
-				hits->hits = hits->hits == NULL
-					? palloc_extended(sizeof(QueenDedupHit) * hits->cap, MCXT_ALLOC_HUGE)
-					: repalloc_huge(hits->hits, sizeof(QueenDedupHit) * hits->cap);
-			}
-			hits->hits[hits->n].index = k;
-			hits->hits[hits->n].offset = offset;
-			hits->n++;
+			queen_dedup_hits_add(hits, k, offset);
 		}
 	}
 }

@@ -34,6 +34,7 @@ typedef struct QueenDedupHits
 	QueenDedupHit *hits;		/* palloc'd in the caller's context */
 } QueenDedupHits;
 
+extern void queen_dedup_hits_add(QueenDedupHits *hits, int32 index, int64 offset);
 extern QueenDedupEntry *queen_dedup_cache_get(const pg_uuid_t *pid, TimestampTz generation,
 											  int64 from, TimestampTz cutoff,
 											  int64 last_offset);

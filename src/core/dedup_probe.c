@@ -15,6 +15,7 @@
  */
 #include "queen.h"
 #include "dedup_cache.h"
+#include "dedup_runs.h"
 #include "hash_refs.h"
 #include "log_write_int.h"
 #include "txns_walk.h"
@@ -198,7 +199,8 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 	QueenDedupEntry *cached;
 	QueenDedupEntry *fill = NULL;
 	QueenDedupHits hits = {0, 0, NULL};
-	int64		read_from = from;
+	int64		floor = from;	/* what the runs did not cover starts above it */
+	int64		read_from;
 	int64		read_upto;
 	int			i,
 				ndups;
@@ -207,29 +209,43 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 		first_off[i] = -1;
 
 	cached = queen_dedup_cache_get(&t->pid, t->generation, from, cutoff, t->last_offset);
+	if (cached == NULL)
+	{
+		/*
+		 * The dedup runs (dedup_runs.c) answer for what they cover, and the
+		 * cache and the walk take over above them, as for a caller that
+		 * vouched for it: a window the cache cannot hold costs index
+		 * lookups, not a read of every hash in it.
+		 */
+		floor = queen_dedup_runs_probe(&t->pid, incoming, k, from, t->last_offset, &hits);
+		if (floor > from)
+			cached = queen_dedup_cache_get(&t->pid, t->generation, floor, cutoff,
+										   t->last_offset);
+	}
+	read_from = floor;
 	if (cached != NULL)
 	{
-		queen_dedup_cache_match(cached, incoming, k, from, cutoff, &hits);
-		read_from = Max(from, queen_dedup_cache_verified_upto(cached));
+		queen_dedup_cache_match(cached, incoming, k, floor, cutoff, &hits);
+		read_from = Max(floor, queen_dedup_cache_verified_upto(cached));
 
 		/*
 		 * Only a walk that starts where the entry ends may extend it: above
 		 * a vouched-for from, (verified_upto, from] is not read, and an
 		 * entry claiming it would fail a later probe that vouches less.
 		 */
-		if (!own_writes && from <= queen_dedup_cache_verified_upto(cached))
+		if (!own_writes && floor <= queen_dedup_cache_verified_upto(cached))
 			fill = cached;
 	}
-	else if (!own_writes && from == t->txns_start - 1 &&
-			 (t->last_offset - from <= QUEEN_PROBE_FILL_ALWAYS || queen_dedup_cache_may_fill()))
-		fill = queen_dedup_cache_create(&t->pid, t->generation, from, cutoff);
+	else if (!own_writes && (floor > from || from == t->txns_start - 1) &&
+			 (t->last_offset - floor <= QUEEN_PROBE_FILL_ALWAYS || queen_dedup_cache_may_fill()))
+		fill = queen_dedup_cache_create(&t->pid, t->generation, floor, cutoff);
 
 	/* what this transaction wrote itself is matched in memory, not reread */
-	read_upto = queen_dedup_own_match(own, t->last_offset, incoming, k, from, cutoff,
+	read_upto = queen_dedup_own_match(own, t->last_offset, incoming, k, floor, cutoff,
 									  &hits);
 
 	if (read_upto > read_from)
-		queen_probe_read(t, incoming, k, from, read_from, read_upto, cutoff,
+		queen_probe_read(t, incoming, k, floor, read_from, read_upto, cutoff,
 						 &fill, first_off);
 	if (fill != NULL)
 		queen_dedup_cache_verified(fill, t->last_offset, cutoff);

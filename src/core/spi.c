@@ -30,7 +30,8 @@
 static const char *const queen_watched_tables[] =
 {
 	"queues", "log_partitions", "log_segments", "log_txns", "log_consumers",
-	"consumer_groups_metadata", "consumer_watermarks", "log_dlq", "spool_drained"
+	"consumer_groups_metadata", "consumer_watermarks", "log_dlq", "spool_drained",
+	"log_dedup"
 };
 
 #define QUEEN_NWATCHED				((int) lengthof(queen_watched_tables))

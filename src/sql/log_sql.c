@@ -2,7 +2,8 @@
  *
  * log_sql.c
  *	  SQL entry points of the log: queen.log_push_one_v1,
- *	  queen.log_push_multi_v1 and queen.log_segment_at_v1.
+ *	  queen.log_push_multi_v1, queen.log_segment_at_v1 and
+ *	  queen.dedup_index.
  *
  * These keep Queen's signatures and JSON results exactly, so tools written
  * against Queen's stored procedures work unchanged.  They only translate
@@ -13,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include "queen.h"
+#include "dedup_runs.h"
 #include "log_read.h"
 #include "log_write.h"
 
@@ -29,6 +31,7 @@
 PG_FUNCTION_INFO_V1(queen_log_push_one_v1);
 PG_FUNCTION_INFO_V1(queen_log_push_multi_v1);
 PG_FUNCTION_INFO_V1(queen_log_segment_at_v1);
+PG_FUNCTION_INFO_V1(queen_dedup_index);
 
 /* ----------------------------------------------------------------
  *		jsonb rendering
@@ -321,4 +324,23 @@ queen_log_segment_at_v1(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * queen.dedup_index(p_min_hashes integer, p_max_partitions integer): sort
+ * what was pushed since into dedup runs (dedup_runs.c), for a database that
+ * runs no broker (pg_cron, or any scheduler); the broker's maintenance
+ * worker calls the same function every second.
+ */
+Datum
+queen_dedup_index(PG_FUNCTION_ARGS)
+{
+	int32		min_hashes = PG_GETARG_INT32(0);
+	int32		max_partitions = PG_GETARG_INT32(1);
+
+	if (min_hashes < 1 || max_partitions < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("p_min_hashes and p_max_partitions must be at least 1")));
+	PG_RETURN_INT64(queen_dedup_runs_index(min_hashes, max_partitions));
 }

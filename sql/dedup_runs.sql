@@ -1,0 +1,91 @@
+-- Dedup runs (src/core/dedup_runs.c): queen.dedup_index sorts a partition's
+-- stored hashes into runs, and a probe looks the incoming hashes up there
+-- instead of reading the window from log_txns.  The cache is off, so every
+-- probe shows what it reads.
+SET queen.dedup_cache_mb = 0;
+
+-- what earlier tests pushed is indexed first, so that only this queue's
+-- partition is behind below
+SELECT queen.dedup_index(1, 1000000) >= 0 AS indexed_earlier;
+
+SELECT count(*) AS pushed
+  FROM generate_series(1, 300) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
+ WHERE p.status = 'queued';
+SELECT queen.dedup_index(100, 10) AS indexed;
+
+CREATE TEMP VIEW runs AS
+SELECT run_start, run_end, run_hashes, count(*) AS nrows, sum(length(keys)) / 12 AS keys
+  FROM queen.log_dedup d
+  JOIN queen.log_partitions p ON p.id = d.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+ WHERE q.name = 'dr'
+ GROUP BY 1, 2, 3 ORDER BY 2;
+-- one run over offsets (-1, 299], every hash in it
+SELECT * FROM runs;
+
+-- below the threshold nothing is indexed
+SELECT count(*) AS pushed
+  FROM generate_series(301, 350) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
+ WHERE p.status = 'queued';
+SELECT queen.dedup_index(100, 10) AS indexed;
+SELECT count(*) AS runs FROM runs;
+
+-- the next run, of the same size class, is merged into the first
+SELECT count(*) AS pushed
+  FROM generate_series(351, 550) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
+ WHERE p.status = 'queued';
+SELECT queen.dedup_index(100, 10) AS indexed;
+SELECT * FROM runs;
+
+-- a smaller one is not: the chain has two runs, each starting where the one below ends
+SELECT count(*) AS pushed
+  FROM generate_series(551, 660) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
+ WHERE p.status = 'queued';
+SELECT queen.dedup_index(100, 10) AS indexed;
+SELECT * FROM runs;
+
+-- and a tail the runs do not cover yet
+SELECT count(*) AS pushed
+  FROM generate_series(661, 670) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
+ WHERE p.status = 'queued';
+
+-- Repeats in the older run, the newer run and the tail are duplicates naming
+-- their originals; a new transactionId is queued.  log_txns is read only to
+-- confirm the two matches in runs and for the ten offsets of the tail
+-- (one row each): not the 670 rows of the window.  (The counts since the
+-- last flush of statistics: flushed now.)
+SELECT pg_stat_force_next_flush();
+BEGIN;
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx5');
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx600');
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx665');
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx-new');
+SELECT idx_tup_fetch < 100 AS read_little FROM pg_stat_xact_user_tables
+ WHERE schemaname = 'queen' AND relname = 'log_txns';
+COMMIT;
+
+-- Messages of one request repeating stored ones, within a multi-item push
+SELECT status, log_offset FROM queen.push('[{"queue": "dr", "partition": "p", "payload": 1, "transactionId": "tx42"},
+  {"queue": "dr", "partition": "p", "payload": 2, "transactionId": "tx-newer"},
+  {"queue": "dr", "partition": "p", "payload": 3, "transactionId": "tx599"}]');
+
+-- A chain with a run missing is not used: the probe reads log_txns instead
+-- and still finds the repeat.
+SELECT pg_stat_force_next_flush();
+BEGIN;
+DELETE FROM queen.log_dedup d USING queen.log_partitions p, queen.queues q
+ WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.name = 'dr' AND d.run_start = -1;
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx7');
+SELECT idx_tup_fetch > 600 AS read_window FROM pg_stat_xact_user_tables
+ WHERE schemaname = 'queen' AND relname = 'log_txns';
+ROLLBACK;
+
+-- Arguments
+SELECT queen.dedup_index(0, 10);
+SELECT queen.dedup_index(10, 0);
+
+-- A queue's deletion takes its runs with it
+SELECT (queen.delete_queue_v1('dr'))->>'deleted' AS deleted;
+SELECT count(*) AS runs_left FROM queen.log_dedup d
+ WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = d.partition_id);
+RESET queen.dedup_cache_mb;

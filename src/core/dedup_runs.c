@@ -1,0 +1,659 @@
+/*-------------------------------------------------------------------------
+ *
+ * dedup_runs.c
+ *	  Dedup runs: a partition's stored transactionId hashes sorted into runs
+ *	  (queen.log_dedup), so that what a dedup probe costs does not grow with
+ *	  its window.
+ *
+ * Without them a probe that its process's cache cannot answer reads every
+ * hash row of the window from log_txns: with an hour's window under load
+ * that is millions of hashes per push, and throughput fell to a fifth
+ * within ten minutes (docs/BENCHMARKS.md).  An index maintained per hash
+ * costs more than the whole rest of a push (a GIN index over the blobs was
+ * tried: 3 to 5 us per hash).  Runs amortise the sorting instead:
+ * queen.dedup_index sorts what was pushed since its last call into a new
+ * run, and merges the newest two runs while the older is not of a larger
+ * size class, so a partition holds about log2(window / min_hashes) runs and
+ * every hash is rewritten about as many times, in bulk.
+ *
+ * A probe looks each incoming hash up in each run above its floor with one
+ * index descent to the row that may hold it, and hands what matches to the
+ * probe's confirmation as a cache hit would be: runs keep 8 of the 16
+ * bytes and no time, so every match is compared in full against its
+ * log_txns row.  Runs are an accelerator, never the record: a probe uses
+ * them only when they form an unbroken chain from below its floor up to
+ * offsets it knows are committed, and reads the rest from log_txns.
+ *
+ * Runs are built only from committed rows: a partition's committed
+ * last_offset is moved under its row lock in the transaction that wrote
+ * every row up to it, so every row at or below it is visible to whoever
+ * sees it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queen.h"
+#include "dedup_runs.h"
+#include "spi.h"
+#include "txns_walk.h"
+
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "port/pg_bitutils.h"
+#include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/fmgrprotos.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+/* log_dedup's columns, as queen--1.0.sql creates them */
+#define RUNS_ATT_END		2
+#define RUNS_ATT_KEY_LO		3
+#define RUNS_ATT_START		4
+#define RUNS_ATT_KEYS		6
+#define RUNS_NATTS			6
+
+/* keys per row: about 1.9 kB, so a row stays in its heap page, uncompressed */
+#define QUEEN_RUN_ROW_KEYS		160
+/* a merge holds both runs in memory twice, 16 bytes a hash: 64 MB at most */
+#define QUEEN_RUN_MAX_HASHES	(INT64CONST(2) * 1024 * 1024)
+/* an entry's offset is kept as a uint32 above its run's start */
+#define QUEEN_RUN_MAX_SPAN		((int64) PG_UINT32_MAX)
+/* the first row of every run is keyed by the smallest key there is */
+#define QUEEN_RUN_FIRST_KEY		PG_INT64_MIN
+
+typedef struct QueenRunEntry
+{
+	int64		key;
+	uint32		delta;			/* offset - run_start */
+} QueenRunEntry;
+
+/* A run in a partition's chain, for queen.dedup_index's merges. */
+typedef struct QueenRunInfo
+{
+	int64		start;
+	int64		end;
+	int64		hashes;
+} QueenRunInfo;
+
+/* The first 8 bytes of a hash, as the bigint the rows are ordered by. */
+static inline int64
+queen_run_key(const uint8 *hash)
+{
+	uint64		v;
+
+	memcpy(&v, hash, sizeof(v));
+	return (int64) pg_ntoh64(v);
+}
+
+/* A row's keys: n bigints, then their n offsets above the run's start. */
+static inline int64
+queen_row_key(const char *data, int i)
+{
+	int64		key;
+
+	memcpy(&key, data + (Size) i * sizeof(int64), sizeof(int64));
+	return key;
+}
+
+static inline uint32
+queen_row_delta(const char *data, int n, int i)
+{
+	uint32		delta;
+
+	memcpy(&delta, data + (Size) n * sizeof(int64) + (Size) i * sizeof(uint32),
+		   sizeof(uint32));
+	return delta;
+}
+
+/* The first of the row's n keys that is not below key. */
+static int
+queen_row_lower_bound(const char *data, int n, int64 key)
+{
+	int			lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (queen_row_key(data, mid) < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* ----------------------------------------------------------------
+ *		The probe
+ * ----------------------------------------------------------------
+ */
+
+typedef struct QueenKeyRef
+{
+	int64		key;
+	int32		index;
+} QueenKeyRef;
+
+static int
+queen_keyref_cmp(const void *a, const void *b)
+{
+	const QueenKeyRef *x = a;
+	const QueenKeyRef *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
+static int64
+queen_runs_int64(TupleTableSlot *slot, int att)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, att, &isnull);
+
+	if (isnull)
+		elog(ERROR, "queen: unexpected NULL in queen.log_dedup column %d", att);
+	return DatumGetInt64(d);
+}
+
+/*
+ * Look the incoming hashes up in the partition's runs that hold offsets
+ * above from, up to upto (what the caller knows is committed), adding every
+ * match above from to hits.  Returns the offset up to which the runs
+ * covered the partition (everything in (from, result] was looked up), or
+ * from when there are no runs to use.  Same snapshot rules as the log_txns
+ * walk (txns_walk.c).  A caller not allowed to read log_dedup probes
+ * without it: the runs only save work.
+ */
+int64
+queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
+					   int64 from, int64 upto, QueenDedupHits *hits)
+{
+	Oid			relid = queen_table_oid("log_dedup");
+	Relation	heap;
+	Relation	index;
+	Oid			indexid;
+	IndexScanDesc scan = NULL;
+	TupleTableSlot *slot;
+	ScanKeyData keys[3];
+	QueenKeyRef *refs;
+	int64		covered = from;
+	int64		top;
+	int64		run_end;
+	bool		found;
+	int			i;
+
+	if (k <= 0 || pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		return from;
+	heap = table_open(relid, AccessShareLock);
+	indexid = RelationGetPrimaryKeyIndex(heap);
+	if (!OidIsValid(indexid) || RelationGetDescr(heap)->natts != RUNS_NATTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"queen.log_dedup\" is not as this version of queen created it"),
+				 errhint("Drop and create the extension again.")));
+	index = index_open(indexid, AccessShareLock);
+	slot = table_slot_create(heap, NULL);
+
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+
+	/* the newest run: the partition's last index entry */
+	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(pid));
+	scan = index_beginscan(heap, index, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, keys, 1, NULL, 0);
+	found = index_getnext_slot(scan, BackwardScanDirection, slot);
+	top = found ? queen_runs_int64(slot, RUNS_ATT_END) : from;
+	index_endscan(scan);
+	scan = NULL;
+	if (top <= from || top > upto)
+		goto done;
+	scan = index_beginscan(heap, index, GetActiveSnapshot(), 3, 0);
+
+	refs = palloc(sizeof(QueenKeyRef) * k);
+	for (i = 0; i < k; i++)
+	{
+		refs[i].key = queen_run_key(incoming + (Size) i * QUEEN_HASH_LEN);
+		refs[i].index = i;
+	}
+	qsort(refs, k, sizeof(QueenKeyRef), queen_keyref_cmp);
+
+	/* down the chain: each run starts where the one below it ends */
+	for (run_end = top; run_end > from;)
+	{
+		int64		run_start = 0;
+		bool		seen = false;
+		const char *data = NULL;
+		int			n = 0;
+		int64		row_lo = 0;
+		bytea	   *copy = NULL;
+
+		for (i = 0; i < k; i++)
+		{
+			int64		key = refs[i].key;
+			int			j;
+
+			if (i > 0 && key == refs[i - 1].key)
+				continue;		/* its matches were added for every index below */
+
+			/* the row that may hold key: the last one keyed at or below it */
+			if (data == NULL || key < row_lo || (n > 0 && key > queen_row_key(data, n - 1)))
+			{
+				bool		isnull;
+				Datum		d;
+				bytea	   *b;
+
+				ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ,
+							Int64GetDatum(run_end));
+				ScanKeyInit(&keys[2], 3, BTLessEqualStrategyNumber, F_INT8LE,
+							Int64GetDatum(key));
+				index_rescan(scan, keys, 3, NULL, 0);
+				if (copy != NULL)
+					pfree(copy);
+				copy = NULL;
+				if (!index_getnext_slot(scan, BackwardScanDirection, slot))
+					goto done;	/* no run ends here: the chain is broken */
+				seen = true;
+				run_start = queen_runs_int64(slot, RUNS_ATT_START);
+				row_lo = queen_runs_int64(slot, RUNS_ATT_KEY_LO);
+				d = slot_getattr(slot, RUNS_ATT_KEYS, &isnull);
+				if (isnull)
+					elog(ERROR, "queen: unexpected NULL in queen.log_dedup column %d",
+						 RUNS_ATT_KEYS);
+				b = DatumGetByteaPP(d);
+				if ((Pointer) b != DatumGetPointer(d))
+					copy = b;	/* stored out of line */
+				n = (int) (VARSIZE_ANY_EXHDR(b) / (sizeof(int64) + sizeof(uint32)));
+				data = VARDATA_ANY(b);
+			}
+			for (j = queen_row_lower_bound(data, n, key);
+				 j < n && queen_row_key(data, j) == key; j++)
+			{
+				int64		offset = run_start + (int64) queen_row_delta(data, n, j);
+				int			m;
+
+				if (offset <= from)
+					continue;	/* vouched for by the caller */
+				for (m = i; m < k && refs[m].key == key; m++)
+					queen_dedup_hits_add(hits, refs[m].index, offset);
+			}
+		}
+		if (copy != NULL)
+			pfree(copy);
+		if (!seen || run_start >= run_end)
+			goto done;			/* not a run as dedup_index writes them */
+		run_end = run_start;
+	}
+	covered = top;
+	pfree(refs);
+
+done:
+	if (scan != NULL)
+		index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	PopActiveSnapshot();
+	return covered;
+}
+
+/* ----------------------------------------------------------------
+ *		queen.dedup_index: building and merging runs
+ * ----------------------------------------------------------------
+ */
+
+static SPIPlanPtr queen_runs_todo_plan = NULL;
+static SPIPlanPtr queen_runs_chain_plan = NULL;
+static SPIPlanPtr queen_runs_read_plan = NULL;
+static SPIPlanPtr queen_runs_delete_plan = NULL;
+static SPIPlanPtr queen_runs_insert_plan = NULL;
+
+/*
+ * Partitions with at least $1 hashes above their newest run (or above
+ * txns_start when they have none), most behind first.
+ */
+static const char *const queen_sql_runs_todo =
+"SELECT p.id, p.last_offset, coalesce(r.run_end, p.txns_start - 1)"
+"  FROM queen.log_partitions p"
+"  LEFT JOIN LATERAL (SELECT d.run_end FROM queen.log_dedup d"
+"                      WHERE d.partition_id = p.id"
+"                      ORDER BY d.run_end DESC LIMIT 1) r ON true"
+" WHERE p.last_offset - coalesce(r.run_end, p.txns_start - 1) >= $1"
+" ORDER BY p.last_offset - coalesce(r.run_end, p.txns_start - 1) DESC"
+" LIMIT $2";
+
+static const char *const queen_sql_runs_chain =
+"SELECT run_start, run_end, run_hashes FROM queen.log_dedup"
+" WHERE partition_id = $1 AND key_lo = (-9223372036854775807 - 1)"
+" ORDER BY run_end";
+
+static const char *const queen_sql_runs_read =
+"SELECT keys FROM queen.log_dedup"
+" WHERE partition_id = $1 AND run_end = $2 ORDER BY key_lo";
+
+static const char *const queen_sql_runs_delete =
+"DELETE FROM queen.log_dedup WHERE partition_id = $1 AND run_end = ANY ($2)";
+
+static const char *const queen_sql_runs_insert =
+"INSERT INTO queen.log_dedup (partition_id, run_end, key_lo, run_start, run_hashes, keys)"
+" SELECT $1, $2, u.k, $3, $4, u.b FROM unnest($5::int8[], $6::bytea[]) AS u(k, b)";
+
+static int
+queen_entry_cmp(const void *a, const void *b)
+{
+	const QueenRunEntry *x = a;
+	const QueenRunEntry *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return (x->delta > y->delta) - (x->delta < y->delta);
+}
+
+/*
+ * Write sorted entries as the run (start, end]: rows of about
+ * QUEEN_RUN_ROW_KEYS, never splitting equal keys (a lookup reads one row).
+ */
+static void
+queen_runs_write(const pg_uuid_t *pid, int64 start, int64 end,
+				 const QueenRunEntry *e, int64 n)
+{
+	int64		nrows_max = n / QUEEN_RUN_ROW_KEYS + 1;
+	Datum	   *key_lo = palloc(sizeof(Datum) * nrows_max);
+	Datum	   *rows = palloc(sizeof(Datum) * nrows_max);
+	int			nrows = 0;
+	int64		i = 0;
+	Datum		values[6];
+	Oid			types[6] = {UUIDOID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, BYTEAARRAYOID};
+
+	while (i < n || nrows == 0)
+	{
+		int64		j = Min(i + QUEEN_RUN_ROW_KEYS, n);
+		int64		m;
+		bytea	   *b;
+		char	   *p;
+
+		while (j < n && j > i && e[j].key == e[j - 1].key)
+			j++;
+		m = j - i;
+		b = palloc(VARHDRSZ + m * (sizeof(int64) + sizeof(uint32)));
+		SET_VARSIZE(b, VARHDRSZ + m * (sizeof(int64) + sizeof(uint32)));
+		p = VARDATA(b);
+		for (int64 x = 0; x < m; x++)
+		{
+			memcpy(p + x * sizeof(int64), &e[i + x].key, sizeof(int64));
+			memcpy(p + m * sizeof(int64) + x * sizeof(uint32), &e[i + x].delta,
+				   sizeof(uint32));
+		}
+		if (nrows == nrows_max)
+		{
+			nrows_max *= 2;
+			key_lo = repalloc(key_lo, sizeof(Datum) * nrows_max);
+			rows = repalloc(rows, sizeof(Datum) * nrows_max);
+		}
+		key_lo[nrows] = Int64GetDatum(nrows == 0 ? QUEEN_RUN_FIRST_KEY : e[i].key);
+		rows[nrows] = PointerGetDatum(b);
+		nrows++;
+		i = j;
+	}
+
+	values[0] = UUIDPGetDatum(pid);
+	values[1] = Int64GetDatum(end);
+	values[2] = Int64GetDatum(start);
+	values[3] = Int64GetDatum(n);
+	values[4] = queen_array_datum(key_lo, nrows, INT8OID);
+	values[5] = queen_array_datum(rows, nrows, BYTEAOID);
+	queen_exec(queen_plan_once(&queen_runs_insert_plan, queen_sql_runs_insert, 6, types, false),
+			   values, SPI_OK_INSERT, "writing a dedup run");
+}
+
+/*
+ * The new run above the newest: every hash stored in (start, last], or in
+ * as many whole rows as QUEEN_RUN_MAX_HASHES allows.  Returns its hashes.
+ */
+static int64
+queen_runs_build(const pg_uuid_t *pid, int64 start, int64 last)
+{
+	QueenTxnsWalk *w = queen_txns_walk_begin(pid, start + 1, last, false);
+	QueenTxnsRow row;
+	int64		cap = 4096;
+	int64		n = 0;
+	int64		end = start;
+	QueenRunEntry *e = palloc_extended(sizeof(QueenRunEntry) * cap, MCXT_ALLOC_HUGE);
+	bool		capped = false;
+
+	while (queen_txns_walk_next(w, &row))
+	{
+		int64		j;
+
+		for (j = Max(start + 1 - row.base, 0); j < row.count && row.base + j <= last; j++)
+		{
+			if (n == cap)
+			{
+				cap *= 2;
+				e = repalloc_huge(e, sizeof(QueenRunEntry) * cap);
+			}
+			e[n].key = queen_run_key(row.hashes + j * QUEEN_HASH_LEN);
+			e[n].delta = (uint32) (row.base + j - start);
+			n++;
+		}
+		end = Min(row.base + row.count - 1, last);
+		if (n >= QUEEN_RUN_MAX_HASHES || end - start >= QUEEN_RUN_MAX_SPAN / 2)
+		{
+			capped = true;
+			break;
+		}
+	}
+	queen_txns_walk_end(w);
+
+	/* offsets without a row hold no hash: the run covers them all the same */
+	if (!capped)
+		end = last;
+	qsort(e, n, sizeof(QueenRunEntry), queen_entry_cmp);
+	queen_runs_write(pid, start, end, e, n);
+	return n;
+}
+
+/* Append run end's entries to e, their offsets moved up by shift. */
+static void
+queen_runs_read(const pg_uuid_t *pid, int64 end, uint32 shift,
+				QueenRunEntry **e, int64 *n, int64 *cap)
+{
+	Datum		values[2];
+	Oid			types[2] = {UUIDOID, INT8OID};
+	uint64		r;
+
+	values[0] = UUIDPGetDatum(pid);
+	values[1] = Int64GetDatum(end);
+	queen_exec(queen_plan_once(&queen_runs_read_plan, queen_sql_runs_read, 2, types, false),
+			   values, SPI_OK_SELECT, "reading a dedup run");
+	for (r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
+		bytea	   *b = DatumGetByteaPP(d);
+		int			m = (int) (VARSIZE_ANY_EXHDR(b) / (sizeof(int64) + sizeof(uint32)));
+		const char *data = VARDATA_ANY(b);
+		int			x;
+
+		if (*n + m > *cap)
+		{
+			*cap = Max(*cap * 2, *n + m);
+			*e = repalloc_huge(*e, sizeof(QueenRunEntry) * *cap);
+		}
+		for (x = 0; x < m; x++)
+		{
+			(*e)[*n].key = queen_row_key(data, x);
+			(*e)[*n].delta = queen_row_delta(data, m, x) + shift;
+			(*n)++;
+		}
+	}
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/* Merge the runs a (older) and b (the one above it) into one. */
+static int64
+queen_runs_merge(const pg_uuid_t *pid, const QueenRunInfo *a, const QueenRunInfo *b)
+{
+	int64		cap = Max(a->hashes + b->hashes, 1);
+	QueenRunEntry *in = palloc_extended(sizeof(QueenRunEntry) * cap, MCXT_ALLOC_HUGE);
+	QueenRunEntry *out;
+	int64		n = 0,
+				na,
+				i,
+				j,
+				m = 0;
+	Datum		values[2];
+	Datum		ends[2];
+	Oid			types[2] = {UUIDOID, INT8ARRAYOID};
+
+	/* both runs are sorted: a's entries, then b's, merged into out */
+	queen_runs_read(pid, a->end, 0, &in, &n, &cap);
+	na = n;
+	queen_runs_read(pid, b->end, (uint32) (a->end - a->start), &in, &n, &cap);
+	out = palloc_extended(sizeof(QueenRunEntry) * Max(n, 1), MCXT_ALLOC_HUGE);
+	for (i = 0, j = na; i < na || j < n;)
+	{
+		if (j >= n || (i < na && in[i].key <= in[j].key))
+			out[m++] = in[i++];
+		else
+			out[m++] = in[j++];
+	}
+	pfree(in);
+
+	/* the merged run takes b's end, so b's rows go first */
+	ends[0] = Int64GetDatum(a->end);
+	ends[1] = Int64GetDatum(b->end);
+	values[0] = UUIDPGetDatum(pid);
+	values[1] = queen_array_datum(ends, 2, INT8OID);
+	queen_exec(queen_plan_once(&queen_runs_delete_plan, queen_sql_runs_delete, 2, types, false),
+			   values, SPI_OK_DELETE, "deleting merged dedup runs");
+	queen_runs_write(pid, a->start, b->end, out, m);
+	pfree(out);
+	return m;
+}
+
+/* A run's size class: how many times min_hashes doubles into it. */
+static int
+queen_runs_class(int64 hashes, int min_hashes)
+{
+	int64		q = hashes / Max(min_hashes, 1);
+
+	return q <= 1 ? 0 : pg_leftmost_one_pos64((uint64) q);
+}
+
+/*
+ * Merge the partition's newest two runs while the older is not of a larger
+ * size class: runs then grow geometrically from the newest to the oldest.
+ * Returns the hashes written.
+ */
+static int64
+queen_runs_compact(const pg_uuid_t *pid, int min_hashes)
+{
+	Datum		values[1];
+	Oid			types[1] = {UUIDOID};
+	QueenRunInfo *runs;
+	int			n;
+	uint64		r;
+	int64		written = 0;
+
+	values[0] = UUIDPGetDatum(pid);
+	queen_exec(queen_plan_once(&queen_runs_chain_plan, queen_sql_runs_chain, 1, types, false),
+			   values, SPI_OK_SELECT, "reading the dedup runs");
+	n = (int) SPI_processed;
+	runs = palloc(sizeof(QueenRunInfo) * Max(n, 1));
+	for (r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[r];
+
+		runs[r].start = queen_get_int64(t, SPI_tuptable->tupdesc, 1);
+		runs[r].end = queen_get_int64(t, SPI_tuptable->tupdesc, 2);
+		runs[r].hashes = queen_get_int64(t, SPI_tuptable->tupdesc, 3);
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	while (n >= 2)
+	{
+		QueenRunInfo *a = &runs[n - 2];
+		QueenRunInfo *b = &runs[n - 1];
+
+		if (queen_runs_class(a->hashes, min_hashes) > queen_runs_class(b->hashes, min_hashes) ||
+			a->hashes + b->hashes > QUEEN_RUN_MAX_HASHES ||
+			b->end - a->start > QUEEN_RUN_MAX_SPAN ||
+			a->end != b->start)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		a->hashes = queen_runs_merge(pid, a, b);
+		a->end = b->end;
+		written += a->hashes;
+		n--;
+	}
+	return written;
+}
+
+/*
+ * queen_dedup_runs_index, queen.dedup_index: give every partition with at least min_hashes hashes
+ * above its newest run (at most max_partitions of them, most behind first)
+ * a new run, and merge its runs.  Runs in the caller's transaction; returns
+ * the hashes written, 0 when another session is indexing.
+ */
+int64
+queen_dedup_runs_index(int min_hashes, int max_partitions)
+{
+	Oid			todo_types[2] = {INT8OID, INT4OID};
+	Datum		values[2];
+	MemoryContext cxt;
+	MemoryContext old;
+	QueenRunInfo *todo;
+	pg_uuid_t  *pids;
+	int64		written = 0;
+	uint64		n,
+				r;
+
+	/* one indexer at a time; a queue's deletion waits for it (configure.c) */
+	if (!DatumGetBool(DirectFunctionCall1(pg_try_advisory_xact_lock_int8,
+										  Int64GetDatum(QUEEN_DEDUP_INDEX_LOCK))))
+		return 0;
+	queen_spi_connect();
+
+	values[0] = Int64GetDatum(Max(min_hashes, 1));
+	values[1] = Int32GetDatum(max_partitions);
+	queen_exec(queen_plan_once(&queen_runs_todo_plan, queen_sql_runs_todo, 2, todo_types, false),
+			   values, SPI_OK_SELECT, "finding partitions to index");
+	n = SPI_processed;
+	todo = palloc(sizeof(QueenRunInfo) * Max(n, 1));
+	pids = palloc(sizeof(pg_uuid_t) * Max(n, 1));
+	for (r = 0; r < n; r++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[r];
+
+		queen_get_uuid(t, SPI_tuptable->tupdesc, 1, &pids[r]);
+		todo[r].end = queen_get_int64(t, SPI_tuptable->tupdesc, 2);
+		todo[r].start = queen_get_int64(t, SPI_tuptable->tupdesc, 3);
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "queen dedup index",
+								ALLOCSET_DEFAULT_SIZES);
+	for (r = 0; r < n; r++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		old = MemoryContextSwitchTo(cxt);
+		written += queen_runs_build(&pids[r], todo[r].start, todo[r].end);
+		written += queen_runs_compact(&pids[r], min_hashes);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(cxt);
+	}
+	MemoryContextDelete(cxt);
+	SPI_finish();
+	return written;
+}
