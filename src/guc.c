@@ -32,6 +32,7 @@ int			queen_zstd_level = 3;
 
 /* per-process budget of the dedup cache (dedup_cache.c); 0 turns it off */
 int			queen_dedup_cache_mb = 32;
+int			queen_dedup_filter_mb = 64;
 
 /* tenant the SQL door acts for; the HTTP door takes it from a header instead */
 char	   *queen_tenant_setting = NULL;
@@ -139,6 +140,15 @@ queen_define_core_gucs(void)
 							3, 1, 19,
 							PGC_USERSET,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.dedup_filter_mb",
+							"Memory each process may use for Bloom filters of the dedup runs it probes.",
+							"A filter answers most lookups of a run without reading it; a run whose filter does not fit is read by index for every incoming hash. 0 turns the filters off.",
+							&queen_dedup_filter_mb,
+							64, 0, 65536,
+							PGC_USERSET,
+							GUC_UNIT_MB,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen.dedup_cache_mb",

@@ -44,11 +44,13 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
+#include "lib/ilist.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -57,6 +59,7 @@
 #define RUNS_ATT_END		2
 #define RUNS_ATT_KEY_LO		3
 #define RUNS_ATT_START		4
+#define RUNS_ATT_HASHES		5
 #define RUNS_ATT_KEYS		6
 #define RUNS_NATTS			6
 
@@ -132,6 +135,199 @@ queen_row_lower_bound(const char *data, int n, int64 key)
 	return lo;
 }
 
+static int64
+queen_runs_int64(TupleTableSlot *slot, int att)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, att, &isnull);
+
+	if (isnull)
+		elog(ERROR, "queen: unexpected NULL in queen.log_dedup column %d", att);
+	return DatumGetInt64(d);
+}
+
+/* ----------------------------------------------------------------
+ *		Filters: which keys a run cannot hold, in memory
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * A blocked Bloom filter per run, kept per process under
+ * queen.dedup_filter_mb (least recently used first out): without one,
+ * every incoming hash costs an index descent in every run, which was half
+ * of what a push cost once the runs held the window.  A run's content
+ * never changes (it holds what log_txns holds at its offsets; merging
+ * makes a new run), so a filter stays true for as long as it is kept.
+ * Ten bits a key and six bits probed in one 64-byte block: about 1% of
+ * the keys a run does not hold still cost their descent.
+ */
+#define QUEEN_FILTER_BITS_PER_KEY	10
+#define QUEEN_FILTER_BLOCK_WORDS	8	/* 512 bits, one cache line */
+#define QUEEN_FILTER_PROBES			6
+
+typedef struct QueenRunFilterKey
+{
+	pg_uuid_t	pid;
+	int64		run_end;
+	int64		run_start;
+} QueenRunFilterKey;
+
+typedef struct QueenRunFilter
+{
+	QueenRunFilterKey key;		/* hash key: must be first */
+	dlist_node	lru;			/* most recently used at the tail */
+	uint32		nblocks;
+	uint64	   *words;			/* nblocks * QUEEN_FILTER_BLOCK_WORDS */
+} QueenRunFilter;
+
+static HTAB *queen_filters = NULL;
+static dlist_head queen_filters_lru = DLIST_STATIC_INIT(queen_filters_lru);
+static MemoryContext queen_filters_cxt = NULL;
+static Size queen_filters_bytes = 0;
+
+static inline uint32
+queen_filter_block(const QueenRunFilter *f, int64 key)
+{
+	return (uint32) (((uint64) ((uint64) key >> 32) * f->nblocks) >> 32);
+}
+
+/* the bits within the block come from the key remixed: the block took its high half */
+static inline uint64
+queen_filter_bits(int64 key)
+{
+	return (uint64) key * UINT64CONST(0x9E3779B97F4A7C15);
+}
+
+static void
+queen_filter_add(QueenRunFilter *f, int64 key)
+{
+	uint64	   *block = f->words + (Size) queen_filter_block(f, key) * QUEEN_FILTER_BLOCK_WORDS;
+	uint64		h = queen_filter_bits(key);
+	int			i;
+
+	for (i = 0; i < QUEEN_FILTER_PROBES; i++, h >>= 9)
+		block[(h & 511) >> 6] |= UINT64CONST(1) << (h & 63);
+}
+
+static bool
+queen_filter_may_hold(const QueenRunFilter *f, int64 key)
+{
+	const uint64 *block = f->words + (Size) queen_filter_block(f, key) * QUEEN_FILTER_BLOCK_WORDS;
+	uint64		h = queen_filter_bits(key);
+	int			i;
+
+	for (i = 0; i < QUEEN_FILTER_PROBES; i++, h >>= 9)
+		if ((block[(h & 511) >> 6] & (UINT64CONST(1) << (h & 63))) == 0)
+			return false;
+	return true;
+}
+
+static void
+queen_filter_evict(QueenRunFilter *f)
+{
+	queen_filters_bytes -= (Size) f->nblocks * QUEEN_FILTER_BLOCK_WORDS * sizeof(uint64);
+	pfree(f->words);
+	dlist_delete(&f->lru);
+	hash_search(queen_filters, &f->key, HASH_REMOVE, NULL);
+}
+
+/*
+ * The filter of run (run_start, run_end] of the partition, made from its
+ * rows if this process has none, or NULL when it cannot fit.  slot holds
+ * the run's first row, where scan (over the run's rows in key order)
+ * stands.
+ */
+static QueenRunFilter *
+queen_filter_get(const pg_uuid_t *pid, int64 run_end, int64 run_start, int64 nkeys,
+				 IndexScanDesc scan, TupleTableSlot *slot)
+{
+	QueenRunFilterKey key;
+	QueenRunFilter *f;
+	QueenRunFilter build;
+	Size		budget = (Size) queen_dedup_filter_mb * 1024 * 1024;
+	uint32		nblocks;
+	Size		bytes;
+	bool		found;
+
+	if (budget == 0)
+	{
+		/* turned off: what it held goes */
+		while (!dlist_is_empty(&queen_filters_lru))
+			queen_filter_evict(dlist_container(QueenRunFilter, lru,
+											   dlist_head_node(&queen_filters_lru)));
+		return NULL;
+	}
+	if (queen_filters == NULL)
+	{
+		HASHCTL		ctl;
+
+		queen_filters_cxt = AllocSetContextCreate(TopMemoryContext, "queen dedup filters",
+												  ALLOCSET_DEFAULT_SIZES);
+		ctl.keysize = sizeof(QueenRunFilterKey);
+		ctl.entrysize = sizeof(QueenRunFilter);
+		ctl.hcxt = queen_filters_cxt;
+		queen_filters = hash_create("queen dedup filters", 256, &ctl,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	memset(&key, 0, sizeof(key));
+	key.pid = *pid;
+	key.run_end = run_end;
+	key.run_start = run_start;
+	f = hash_search(queen_filters, &key, HASH_FIND, NULL);
+	if (f != NULL)
+	{
+		dlist_move_tail(&queen_filters_lru, &f->lru);
+		return f;
+	}
+
+	nblocks = (uint32) Min((Max(nkeys, 1) * QUEEN_FILTER_BITS_PER_KEY + 511) / 512, PG_INT32_MAX);
+	bytes = (Size) nblocks * QUEEN_FILTER_BLOCK_WORDS * sizeof(uint64);
+	if (bytes > budget)
+		return NULL;
+	while (queen_filters_bytes + bytes > budget && !dlist_is_empty(&queen_filters_lru))
+		queen_filter_evict(dlist_container(QueenRunFilter, lru,
+										   dlist_head_node(&queen_filters_lru)));
+
+	/*
+	 * Made in the caller's memory and kept only once complete: a filter cut
+	 * short by an error would deny keys the run holds.
+	 */
+	build.nblocks = nblocks;
+	build.words = palloc_extended(bytes, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	do
+	{
+		bool		isnull;
+		Datum		d;
+		bytea	   *b;
+		int			n,
+					i;
+		const char *data;
+
+		if (queen_runs_int64(slot, RUNS_ATT_END) != run_end ||
+			queen_runs_int64(slot, RUNS_ATT_START) != run_start)
+			break;
+		d = slot_getattr(slot, RUNS_ATT_KEYS, &isnull);
+		if (isnull)
+			elog(ERROR, "queen: unexpected NULL in queen.log_dedup column %d", RUNS_ATT_KEYS);
+		b = DatumGetByteaPP(d);
+		n = (int) (VARSIZE_ANY_EXHDR(b) / (sizeof(int64) + sizeof(uint32)));
+		data = VARDATA_ANY(b);
+		for (i = 0; i < n; i++)
+			queen_filter_add(&build, queen_row_key(data, i));
+		if ((Pointer) b != DatumGetPointer(d))
+			pfree(b);
+	} while (index_getnext_slot(scan, ForwardScanDirection, slot));
+
+	f = hash_search(queen_filters, &key, HASH_ENTER, &found);
+	f->nblocks = nblocks;
+	f->words = MemoryContextAllocExtended(queen_filters_cxt, bytes, MCXT_ALLOC_HUGE);
+	memcpy(f->words, build.words, bytes);
+	pfree(build.words);
+	dlist_push_tail(&queen_filters_lru, &f->lru);
+	queen_filters_bytes += bytes;
+	return f;
+}
+
 /* ----------------------------------------------------------------
  *		The probe
  * ----------------------------------------------------------------
@@ -154,15 +350,74 @@ queen_keyref_cmp(const void *a, const void *b)
 	return (x->index > y->index) - (x->index < y->index);
 }
 
-static int64
-queen_runs_int64(TupleTableSlot *slot, int att)
+/*
+ * Add to hits every entry of run (run_start, run_end] with one of the
+ * incoming keys, at an offset above from: one descent to the row that may
+ * hold each key the filter (if any) lets through.  False when the run has
+ * no row where one must be.
+ */
+static bool
+queen_run_lookup(IndexScanDesc scan, TupleTableSlot *slot, ScanKeyData *keys,
+				 const QueenRunFilter *filter, const QueenKeyRef *refs, int k,
+				 int64 run_end, int64 run_start, int64 from, QueenDedupHits *hits)
 {
-	bool		isnull;
-	Datum		d = slot_getattr(slot, att, &isnull);
+	const char *data = NULL;
+	int			n = 0;
+	int64		row_lo = 0;
+	bytea	   *copy = NULL;
+	int			i;
 
-	if (isnull)
-		elog(ERROR, "queen: unexpected NULL in queen.log_dedup column %d", att);
-	return DatumGetInt64(d);
+	for (i = 0; i < k; i++)
+	{
+		int64		key = refs[i].key;
+		int			j;
+
+		if (i > 0 && key == refs[i - 1].key)
+			continue;			/* its matches were added for every index below */
+		if (filter != NULL && !queen_filter_may_hold(filter, key))
+			continue;
+
+		/* the row that may hold key: the last one keyed at or below it */
+		if (data == NULL || key < row_lo || (n > 0 && key > queen_row_key(data, n - 1)))
+		{
+			bool		isnull;
+			Datum		d;
+			bytea	   *b;
+
+			ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(run_end));
+			ScanKeyInit(&keys[2], 3, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(key));
+			index_rescan(scan, keys, 3, NULL, 0);
+			if (copy != NULL)
+				pfree(copy);
+			copy = NULL;
+			if (!index_getnext_slot(scan, BackwardScanDirection, slot) ||
+				queen_runs_int64(slot, RUNS_ATT_START) != run_start)
+				return false;
+			row_lo = queen_runs_int64(slot, RUNS_ATT_KEY_LO);
+			d = slot_getattr(slot, RUNS_ATT_KEYS, &isnull);
+			if (isnull)
+				elog(ERROR, "queen: unexpected NULL in queen.log_dedup column %d", RUNS_ATT_KEYS);
+			b = DatumGetByteaPP(d);
+			if ((Pointer) b != DatumGetPointer(d))
+				copy = b;		/* stored out of line */
+			n = (int) (VARSIZE_ANY_EXHDR(b) / (sizeof(int64) + sizeof(uint32)));
+			data = VARDATA_ANY(b);
+		}
+		for (j = queen_row_lower_bound(data, n, key);
+			 j < n && queen_row_key(data, j) == key; j++)
+		{
+			int64		offset = run_start + (int64) queen_row_delta(data, n, j);
+			int			m;
+
+			if (offset <= from)
+				continue;		/* vouched for by the caller */
+			for (m = i; m < k && refs[m].key == key; m++)
+				queen_dedup_hits_add(hits, refs[m].index, offset);
+		}
+	}
+	if (copy != NULL)
+		pfree(copy);
+	return true;
 }
 
 /*
@@ -182,10 +437,11 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 	Relation	heap;
 	Relation	index;
 	Oid			indexid;
-	IndexScanDesc scan = NULL;
+	IndexScanDesc scan;
+	IndexScanDesc keyscan = NULL;
 	TupleTableSlot *slot;
 	ScanKeyData keys[3];
-	QueenKeyRef *refs;
+	QueenKeyRef *refs = NULL;
 	int64		covered = from;
 	int64		top;
 	int64		run_end;
@@ -215,10 +471,11 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 	found = index_getnext_slot(scan, BackwardScanDirection, slot);
 	top = found ? queen_runs_int64(slot, RUNS_ATT_END) : from;
 	index_endscan(scan);
-	scan = NULL;
 	if (top <= from || top > upto)
+	{
+		scan = NULL;
 		goto done;
-	scan = index_beginscan(heap, index, GetActiveSnapshot(), 3, 0);
+	}
 
 	refs = palloc(sizeof(QueenKeyRef) * k);
 	for (i = 0; i < k; i++)
@@ -229,75 +486,35 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 	qsort(refs, k, sizeof(QueenKeyRef), queen_keyref_cmp);
 
 	/* down the chain: each run starts where the one below it ends */
+	scan = index_beginscan(heap, index, GetActiveSnapshot(), 2, 0);
+	keyscan = index_beginscan(heap, index, GetActiveSnapshot(), 3, 0);
 	for (run_end = top; run_end > from;)
 	{
-		int64		run_start = 0;
-		bool		seen = false;
-		const char *data = NULL;
-		int			n = 0;
-		int64		row_lo = 0;
-		bytea	   *copy = NULL;
+		int64		run_start;
+		QueenRunFilter *filter;
 
-		for (i = 0; i < k; i++)
-		{
-			int64		key = refs[i].key;
-			int			j;
-
-			if (i > 0 && key == refs[i - 1].key)
-				continue;		/* its matches were added for every index below */
-
-			/* the row that may hold key: the last one keyed at or below it */
-			if (data == NULL || key < row_lo || (n > 0 && key > queen_row_key(data, n - 1)))
-			{
-				bool		isnull;
-				Datum		d;
-				bytea	   *b;
-
-				ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ,
-							Int64GetDatum(run_end));
-				ScanKeyInit(&keys[2], 3, BTLessEqualStrategyNumber, F_INT8LE,
-							Int64GetDatum(key));
-				index_rescan(scan, keys, 3, NULL, 0);
-				if (copy != NULL)
-					pfree(copy);
-				copy = NULL;
-				if (!index_getnext_slot(scan, BackwardScanDirection, slot))
-					goto done;	/* no run ends here: the chain is broken */
-				seen = true;
-				run_start = queen_runs_int64(slot, RUNS_ATT_START);
-				row_lo = queen_runs_int64(slot, RUNS_ATT_KEY_LO);
-				d = slot_getattr(slot, RUNS_ATT_KEYS, &isnull);
-				if (isnull)
-					elog(ERROR, "queen: unexpected NULL in queen.log_dedup column %d",
-						 RUNS_ATT_KEYS);
-				b = DatumGetByteaPP(d);
-				if ((Pointer) b != DatumGetPointer(d))
-					copy = b;	/* stored out of line */
-				n = (int) (VARSIZE_ANY_EXHDR(b) / (sizeof(int64) + sizeof(uint32)));
-				data = VARDATA_ANY(b);
-			}
-			for (j = queen_row_lower_bound(data, n, key);
-				 j < n && queen_row_key(data, j) == key; j++)
-			{
-				int64		offset = run_start + (int64) queen_row_delta(data, n, j);
-				int			m;
-
-				if (offset <= from)
-					continue;	/* vouched for by the caller */
-				for (m = i; m < k && refs[m].key == key; m++)
-					queen_dedup_hits_add(hits, refs[m].index, offset);
-			}
-		}
-		if (copy != NULL)
-			pfree(copy);
-		if (!seen || run_start >= run_end)
+		/* the run's first row says where it starts */
+		ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(run_end));
+		index_rescan(scan, keys, 2, NULL, 0);
+		if (!index_getnext_slot(scan, ForwardScanDirection, slot))
+			goto done;			/* no run ends here: the chain is broken */
+		run_start = queen_runs_int64(slot, RUNS_ATT_START);
+		if (run_start >= run_end)
 			goto done;			/* not a run as dedup_index writes them */
+		filter = queen_filter_get(pid, run_end, run_start,
+								  queen_runs_int64(slot, RUNS_ATT_HASHES), scan, slot);
+		if (!queen_run_lookup(keyscan, slot, keys, filter, refs, k, run_end, run_start,
+							  from, hits))
+			goto done;
 		run_end = run_start;
 	}
 	covered = top;
-	pfree(refs);
 
 done:
+	if (refs != NULL)
+		pfree(refs);
+	if (keyscan != NULL)
+		index_endscan(keyscan);
 	if (scan != NULL)
 		index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);

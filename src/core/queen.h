@@ -83,6 +83,7 @@ queen_get_u32(const char *p)
  */
 extern int	queen_zstd_level;
 extern int	queen_dedup_cache_mb;
+extern int	queen_dedup_filter_mb;
 extern char *queen_tenant_setting;
 
 extern void queen_define_gucs(void);
