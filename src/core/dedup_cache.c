@@ -476,12 +476,15 @@ queen_dedup_cache_get(const pg_uuid_t *pid, TimestampTz generation, int64 from,
 	e = hash_search(queen_dedup_entries, pid, HASH_FIND, NULL);
 	if (e == NULL)
 		return NULL;
-	if (e->generation != generation || e->floor > from ||
+	if (e->generation != generation ||
 		e->loaded_since > cutoff || e->verified_upto > last_offset)
 	{
 		queen_dedup_remove(e);
 		return NULL;
 	}
+	/* still true, only not from this low: a probe above its floor may use it (dedup runs) */
+	if (e->floor > from)
+		return NULL;
 	dlist_move_head(&queen_dedup_lru, &e->lru);
 	return e;
 }
