@@ -14,8 +14,11 @@ use QueenHTTP;
 my ($node, $port) = start_broker(
 	name => 'push',
 	no_extension => 1,
-	# a long backstop tick: a lone push must not wait for it
-	extra => "queen.fusion_hold_ms = 10000\n");
+	# a long backstop tick: a lone push must not wait for it; the maintenance
+	# worker indexes every 50 hashes, and the shards keep no dedup cache, so
+	# their probes use the dedup runs
+	extra => "queen.fusion_hold_ms = 10000\nqueen.dedup_index_min_hashes = 50\n"
+	  . "queen.dedup_cache_mb = 0\n");
 
 # ---- before CREATE EXTENSION: the workers wait, /health says why -------------
 ok( wait_for(
@@ -116,6 +119,26 @@ $node->safe_psql('postgres', q{
 is($res->[0]{status}, 'duplicate', 'still a duplicate after the original segment is gone');
 is($res->[0]{message_id}, '00000000-0000-0000-0000-000000000000',
 	'with the zero UUID as its id');
+
+# ---- dedup runs: the maintenance worker sorts the stored hashes ----------------
+($status, $res) = push_items($port,
+	map { { queue => 'runs', partition => 'r1', payload => $_, transactionId => "run-$_" } } 1 .. 120);
+is($status, 201, '120 messages pushed to one partition');
+my $run_hashes = q{
+	SELECT coalesce(sum(length(d.keys)) / 12, 0) || '/' || count(DISTINCT d.run_end)
+	  FROM queen.log_dedup d JOIN queen.log_partitions p ON p.id = d.partition_id
+	  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'runs'};
+ok(wait_for(sub { $node->safe_psql('postgres', $run_hashes) =~ /^120\/1$/ }),
+	'the maintenance worker sorts them into one dedup run')
+  or diag($node->safe_psql('postgres', $run_hashes));
+my $original_7 = $node->safe_psql('postgres',
+	"SELECT message_id FROM queen.read('runs', 'r1') WHERE transaction_id = 'run-7'");
+($status, $res) = push_items($port,
+	{ queue => 'runs', partition => 'r1', payload => 'again', transactionId => 'run-7' },
+	{ queue => 'runs', partition => 'r1', payload => 'new', transactionId => 'run-new' });
+is($res->[0]{status}, 'duplicate', 'a repeat the run holds is a duplicate');
+is($res->[0]{message_id}, $original_7, 'naming the original');
+is($res->[1]{status}, 'queued', 'a new transactionId beside it is stored');
 
 # ---- bad bodies: 400, nothing written -------------------------------------------
 my $before = count_rows();

@@ -16,9 +16,10 @@
  * size class, so a partition holds about log2(window / min_hashes) runs and
  * every hash is rewritten about as many times, in bulk.
  *
- * A probe looks each incoming hash up in each run above its floor with one
- * index descent to the row that may hold it, and hands what matches to the
- * probe's confirmation as a cache hit would be: runs keep 8 of the 16
+ * A probe asks each run above its floor about each incoming hash: the
+ * run's Bloom filter (kept per process) first, then, for the keys it may
+ * hold, one index descent to the row that may hold them.  What matches goes
+ * to the probe's confirmation as a cache hit would: runs keep 8 of the 16
  * bytes and no time, so every match is compared in full against its
  * log_txns row.  Runs are an accelerator, never the record: a probe uses
  * them only when they form an unbroken chain from below its floor up to
