@@ -30,35 +30,46 @@ SELECT count(*) AS pushed
 SELECT queen.dedup_index(100, 10) AS indexed;
 SELECT count(*) AS runs FROM runs;
 
--- the next run, of the same size class, is merged into the first
+-- the next runs start where the one below ends; runs of one size class
+-- (300, 250, 110 and 120 hashes: up to 4 times p_min_hashes) stay apart
+-- until there are four, which are merged into one
 SELECT count(*) AS pushed
   FROM generate_series(351, 550) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
  WHERE p.status = 'queued';
 SELECT queen.dedup_index(100, 10) AS indexed;
-SELECT * FROM runs;
-
--- a smaller one is not: the chain has two runs, each starting where the one below ends
 SELECT count(*) AS pushed
   FROM generate_series(551, 660) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
+ WHERE p.status = 'queued';
+SELECT queen.dedup_index(100, 10) AS indexed;
+SELECT * FROM runs;
+SELECT count(*) AS pushed
+  FROM generate_series(661, 780) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
+ WHERE p.status = 'queued';
+SELECT queen.dedup_index(100, 10) AS indexed;
+SELECT * FROM runs;
+
+-- a new run above the merged one
+SELECT count(*) AS pushed
+  FROM generate_series(781, 890) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
  WHERE p.status = 'queued';
 SELECT queen.dedup_index(100, 10) AS indexed;
 SELECT * FROM runs;
 
 -- and a tail the runs do not cover yet
 SELECT count(*) AS pushed
-  FROM generate_series(661, 670) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
+  FROM generate_series(891, 900) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
  WHERE p.status = 'queued';
 
 -- Repeats in the older run, the newer run and the tail are duplicates naming
 -- their originals; a new transactionId is queued.  log_txns is read only to
 -- confirm the two matches in runs and for the ten offsets of the tail
--- (one row each): not the 670 rows of the window.  (The counts since the
+-- (one row each): not the 900 rows of the window.  (The counts since the
 -- last flush of statistics: flushed now.)
 SELECT pg_stat_force_next_flush();
 BEGIN;
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx5');
-SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx600');
-SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx665');
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx850');
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx895');
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx-new');
 SELECT idx_tup_fetch < 100 AS read_little FROM pg_stat_xact_user_tables
  WHERE schemaname = 'queen' AND relname = 'log_txns';
@@ -103,7 +114,7 @@ BEGIN;
 DELETE FROM queen.log_dedup d USING queen.log_partitions p, queen.queues q
  WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.name = 'dr' AND d.run_start = -1;
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx7');
-SELECT idx_tup_fetch > 600 AS read_window FROM pg_stat_xact_user_tables
+SELECT idx_tup_fetch > 800 AS read_window FROM pg_stat_xact_user_tables
  WHERE schemaname = 'queen' AND relname = 'log_txns';
 ROLLBACK;
 

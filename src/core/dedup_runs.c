@@ -68,6 +68,8 @@
 #define QUEEN_RUN_ROW_KEYS		160
 /* a merge holds both runs in memory twice, 16 bytes a hash: 64 MB at most */
 #define QUEEN_RUN_MAX_HASHES	(INT64CONST(2) * 1024 * 1024)
+/* runs merged at once: four of one size class make one of the next */
+#define QUEEN_RUN_FANIN			4
 /* an entry's offset is kept as a uint32 above its run's start */
 #define QUEEN_RUN_MAX_SPAN		((int64) PG_UINT32_MAX)
 /* the first row of every run is keyed by the smallest key there is */
@@ -566,16 +568,15 @@ static const char *const queen_sql_runs_insert =
 "INSERT INTO queen.log_dedup (partition_id, run_end, key_lo, run_start, run_hashes, keys)"
 " SELECT $1, $2, u.k, $3, $4, u.b FROM unnest($5::int8[], $6::bytea[]) AS u(k, b)";
 
-static int
-queen_entry_cmp(const void *a, const void *b)
-{
-	const QueenRunEntry *x = a;
-	const QueenRunEntry *y = b;
-
-	if (x->key != y->key)
-		return x->key < y->key ? -1 : 1;
-	return (x->delta > y->delta) - (x->delta < y->delta);
-}
+/* a new run's entries sorted with the comparison inlined: most of its cost */
+#define ST_SORT queen_sort_entries
+#define ST_ELEMENT_TYPE QueenRunEntry
+#define ST_COMPARE(a, b) \
+	((a)->key != (b)->key ? ((a)->key < (b)->key ? -1 : 1) : \
+	 ((a)->delta > (b)->delta) - ((a)->delta < (b)->delta))
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
 
 /*
  * Write sorted entries as the run (start, end]: rows of about
@@ -676,7 +677,7 @@ queen_runs_build(const pg_uuid_t *pid, int64 start, int64 last)
 	/* offsets without a row hold no hash: the run covers them all the same */
 	if (!capped)
 		end = last;
-	qsort(e, n, sizeof(QueenRunEntry), queen_entry_cmp);
+	queen_sort_entries(e, n);
 	queen_runs_write(pid, start, end, e, n);
 	return n;
 }
@@ -718,61 +719,93 @@ queen_runs_read(const pg_uuid_t *pid, int64 end, uint32 shift,
 	SPI_freetuptable(SPI_tuptable);
 }
 
-/* Merge the runs a (older) and b (the one above it) into one. */
+/*
+ * Merge the m runs from runs[0] (the oldest) up the chain into one: their
+ * entries read in chain order, each run already sorted, then merged two
+ * sorted stretches at a time.  Returns its hashes.
+ */
 static int64
-queen_runs_merge(const pg_uuid_t *pid, const QueenRunInfo *a, const QueenRunInfo *b)
+queen_runs_merge(const pg_uuid_t *pid, const QueenRunInfo *runs, int m)
 {
-	int64		cap = Max(a->hashes + b->hashes, 1);
-	QueenRunEntry *in = palloc_extended(sizeof(QueenRunEntry) * cap, MCXT_ALLOC_HUGE);
+	int64		cap = 1;
+	QueenRunEntry *in;
 	QueenRunEntry *out;
-	int64		n = 0,
-				na,
-				i,
-				j,
-				m = 0;
+	int64	   *bounds = palloc(sizeof(int64) * (m + 1));
+	int			nb = m;
+	int64		n = 0;
 	Datum		values[2];
-	Datum		ends[2];
+	Datum	   *ends = palloc(sizeof(Datum) * m);
 	Oid			types[2] = {UUIDOID, INT8ARRAYOID};
+	int			i;
 
-	/* both runs are sorted: a's entries, then b's, merged into out */
-	queen_runs_read(pid, a->end, 0, &in, &n, &cap);
-	na = n;
-	queen_runs_read(pid, b->end, (uint32) (a->end - a->start), &in, &n, &cap);
-	out = palloc_extended(sizeof(QueenRunEntry) * Max(n, 1), MCXT_ALLOC_HUGE);
-	for (i = 0, j = na; i < na || j < n;)
+	for (i = 0; i < m; i++)
+		cap += runs[i].hashes;
+	in = palloc_extended(sizeof(QueenRunEntry) * cap, MCXT_ALLOC_HUGE);
+	for (i = 0; i < m; i++)
 	{
-		if (j >= n || (i < na && in[i].key <= in[j].key))
-			out[m++] = in[i++];
-		else
-			out[m++] = in[j++];
+		bounds[i] = n;
+		queen_runs_read(pid, runs[i].end, (uint32) (runs[i].start - runs[0].start),
+						&in, &n, &cap);
+		ends[i] = Int64GetDatum(runs[i].end);
 	}
-	pfree(in);
+	bounds[m] = n;
+	out = palloc_extended(sizeof(QueenRunEntry) * Max(n, 1), MCXT_ALLOC_HUGE);
 
-	/* the merged run takes b's end, so b's rows go first */
-	ends[0] = Int64GetDatum(a->end);
-	ends[1] = Int64GetDatum(b->end);
+	/* pairs of sorted stretches into one, until one is left */
+	while (nb > 1)
+	{
+		int			k = 0;
+		QueenRunEntry *swap;
+
+		for (i = 0; i < nb; i += 2)
+		{
+			int64		x = bounds[i],
+						xe = bounds[i + 1],
+						y = i + 1 < nb ? bounds[i + 1] : xe,
+						ye = i + 1 < nb ? bounds[i + 2] : xe,
+						o = bounds[i];
+
+			while (x < xe || y < ye)
+			{
+				if (y >= ye || (x < xe && in[x].key <= in[y].key))
+					out[o++] = in[x++];
+				else
+					out[o++] = in[y++];
+			}
+			bounds[k++] = bounds[i];
+		}
+		bounds[k] = n;
+		nb = k;
+		swap = in;
+		in = out;
+		out = swap;
+	}
+	pfree(out);
+
+	/* the merged run takes the newest one's end: theirs go first */
 	values[0] = UUIDPGetDatum(pid);
-	values[1] = queen_array_datum(ends, 2, INT8OID);
+	values[1] = queen_array_datum(ends, m, INT8OID);
 	queen_exec(queen_plan_once(&queen_runs_delete_plan, queen_sql_runs_delete, 2, types, false),
 			   values, SPI_OK_DELETE, "deleting merged dedup runs");
-	queen_runs_write(pid, a->start, b->end, out, m);
-	pfree(out);
-	return m;
+	queen_runs_write(pid, runs[0].start, runs[m - 1].end, in, n);
+	pfree(in);
+	return n;
 }
 
-/* A run's size class: how many times min_hashes doubles into it. */
+/* A run's size class: how many times min_hashes quadruples into it. */
 static int
 queen_runs_class(int64 hashes, int min_hashes)
 {
 	int64		q = hashes / Max(min_hashes, 1);
 
-	return q <= 1 ? 0 : pg_leftmost_one_pos64((uint64) q);
+	return q <= 1 ? 0 : pg_leftmost_one_pos64((uint64) q) / 2;
 }
 
 /*
- * Merge the partition's newest two runs while the older is not of a larger
- * size class: runs then grow geometrically from the newest to the oldest.
- * Returns the hashes written.
+ * Merge the partition's newest QUEEN_RUN_FANIN runs into one while they are
+ * of one size class: a partition keeps fewer than QUEEN_RUN_FANIN runs per
+ * class, and each hash is rewritten once per class it climbs (log4 of the
+ * window over min_hashes).  Returns the hashes written.
  */
 static int64
 queen_runs_compact(const pg_uuid_t *pid, int min_hashes)
@@ -799,21 +832,27 @@ queen_runs_compact(const pg_uuid_t *pid, int min_hashes)
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	while (n >= 2)
+	while (n >= QUEEN_RUN_FANIN)
 	{
-		QueenRunInfo *a = &runs[n - 2];
-		QueenRunInfo *b = &runs[n - 1];
+		QueenRunInfo *first = &runs[n - QUEEN_RUN_FANIN];
+		int			class = queen_runs_class(runs[n - 1].hashes, min_hashes);
+		int64		total = 0;
+		int			i;
 
-		if (queen_runs_class(a->hashes, min_hashes) > queen_runs_class(b->hashes, min_hashes) ||
-			a->hashes + b->hashes > QUEEN_RUN_MAX_HASHES ||
-			b->end - a->start > QUEEN_RUN_MAX_SPAN ||
-			a->end != b->start)
+		for (i = n - QUEEN_RUN_FANIN; i < n; i++)
+		{
+			if (queen_runs_class(runs[i].hashes, min_hashes) != class ||
+				(i > n - QUEEN_RUN_FANIN && runs[i].start != runs[i - 1].end))
+				return written;
+			total += runs[i].hashes;
+		}
+		if (total > QUEEN_RUN_MAX_HASHES || runs[n - 1].end - first->start > QUEEN_RUN_MAX_SPAN)
 			break;
 		CHECK_FOR_INTERRUPTS();
-		a->hashes = queen_runs_merge(pid, a, b);
-		a->end = b->end;
-		written += a->hashes;
-		n--;
+		first->hashes = queen_runs_merge(pid, first, QUEEN_RUN_FANIN);
+		first->end = runs[n - 1].end;
+		written += first->hashes;
+		n -= QUEEN_RUN_FANIN - 1;
 	}
 	return written;
 }
