@@ -12,9 +12,9 @@
  * costs more than the whole rest of a push (a GIN index over the blobs was
  * tried: 3 to 5 us per hash).  Runs amortise the sorting instead:
  * queen.dedup_index sorts what was pushed since its last call into a new
- * run, and merges the newest two runs while the older is not of a larger
- * size class, so a partition holds about log2(window / min_hashes) runs and
- * every hash is rewritten about as many times, in bulk.
+ * run, and merges the newest four runs into one while they are of one size
+ * class, so a partition holds fewer than four runs per class and every hash
+ * is rewritten about log4(window / min_hashes) times, in bulk.
  *
  * A probe asks each run above its floor about each incoming hash: the
  * run's Bloom filter (kept per process) first, then, for the keys it may
