@@ -157,8 +157,8 @@ queen_runs_int64(TupleTableSlot *slot, int att)
 /*
  * A blocked Bloom filter per run, kept per process under
  * queen.dedup_filter_mb (least recently used first out): without one,
- * every incoming hash costs an index descent in every run, which was half
- * of what a push cost once the runs held the window.  A run's content
+ * every incoming hash costs an index descent in every run, 15% of all CPU
+ * in bench/sustained once the runs held the window.  A run's content
  * never changes (it holds what log_txns holds at its offsets; merging
  * makes a new run), so a filter stays true for as long as it is kept.
  * Ten bits a key and six bits probed in one 64-byte block: about 1% of
