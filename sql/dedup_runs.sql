@@ -118,6 +118,24 @@ SELECT idx_tup_fetch > 800 AS read_window FROM pg_stat_xact_user_tables
  WHERE schemaname = 'queen' AND relname = 'log_txns';
 ROLLBACK;
 
+-- A queue whose dedup window is 0 is never probed, so it is not indexed
+SELECT count(*) AS pushed
+  FROM generate_series(1, 300) g, LATERAL queen.push('dr0', jsonb_build_object('n', g), 'p', 'z' || g) p
+ WHERE p.status = 'queued';
+CREATE TEMP VIEW dr0_keys AS
+SELECT coalesce(sum(length(d.keys)) / 12, 0) AS keys
+  FROM queen.log_dedup d
+  JOIN queen.log_partitions p ON p.id = d.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+ WHERE q.name = 'dr0';
+UPDATE queen.queues SET dedup_window_seconds = 0 WHERE name = 'dr0';
+SELECT queen.dedup_index(100, 1000000) >= 0 AS indexed_others;
+SELECT * FROM dr0_keys;
+UPDATE queen.queues SET dedup_window_seconds = 3600 WHERE name = 'dr0';
+SELECT queen.dedup_index(100, 1000000) >= 0 AS indexed_others;
+SELECT * FROM dr0_keys;
+SELECT (queen.delete_queue_v1('dr0'))->>'deleted' AS deleted;
+
 -- Arguments
 SELECT queen.dedup_index(0, 10);
 SELECT queen.dedup_index(10, 0);

@@ -540,11 +540,13 @@ static SPIPlanPtr queen_runs_insert_plan = NULL;
 
 /*
  * Partitions with at least $1 hashes above their newest run (or above
- * txns_start when they have none), most behind first.
+ * txns_start when they have none), most behind first.  A queue whose dedup
+ * window is 0 is never probed: its partitions are not indexed.
  */
 static const char *const queen_sql_runs_todo =
 "SELECT p.id, p.last_offset, coalesce(r.run_end, p.txns_start - 1)"
 "  FROM queen.log_partitions p"
+"  JOIN queen.queues q ON q.id = p.queue_id AND q.dedup_window_seconds > 0"
 "  LEFT JOIN LATERAL (SELECT d.run_end FROM queen.log_dedup d"
 "                      WHERE d.partition_id = p.id"
 "                      ORDER BY d.run_end DESC LIMIT 1) r ON true"
