@@ -570,7 +570,7 @@ static const char *const queen_sql_runs_insert =
 "INSERT INTO queen.log_dedup (partition_id, run_end, key_lo, run_start, run_hashes, keys)"
 " SELECT $1, $2, u.k, $3, $4, u.b FROM unnest($5::int8[], $6::bytea[]) AS u(k, b)";
 
-/* a new run's entries sorted with the comparison inlined: most of its cost */
+/* a new run's entries, sorted with the comparison inlined rather than called by qsort */
 #define ST_SORT queen_sort_entries
 #define ST_ELEMENT_TYPE QueenRunEntry
 #define ST_COMPARE(a, b) \
@@ -600,6 +600,7 @@ queen_runs_write(const pg_uuid_t *pid, int64 start, int64 end,
 	{
 		int64		j = Min(i + QUEEN_RUN_ROW_KEYS, n);
 		int64		m;
+		int64		x;
 		bytea	   *b;
 		char	   *p;
 
@@ -609,7 +610,7 @@ queen_runs_write(const pg_uuid_t *pid, int64 start, int64 end,
 		b = palloc(VARHDRSZ + m * (sizeof(int64) + sizeof(uint32)));
 		SET_VARSIZE(b, VARHDRSZ + m * (sizeof(int64) + sizeof(uint32)));
 		p = VARDATA(b);
-		for (int64 x = 0; x < m; x++)
+		for (x = 0; x < m; x++)
 		{
 			memcpy(p + x * sizeof(int64), &e[i + x].key, sizeof(int64));
 			memcpy(p + m * sizeof(int64) + x * sizeof(uint32), &e[i + x].delta,
