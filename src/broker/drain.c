@@ -3,7 +3,8 @@
  * drain.c
  *	  The maintenance worker, which drains the disk spool (spool.c) into
  *	  the database exactly once while maintenance mode (maintenance.c) is
- *	  off, and samples the consumer lag for /metrics (lag.c).
+ *	  off, samples the consumer lag for /metrics (lag.c) and sorts stored
+ *	  hashes into dedup runs (dedup_index.c).
  *
  * The drain.  While maintenance mode is off, the worker takes finished
  * spool files oldest first and commits each one in one transaction
