@@ -138,15 +138,10 @@ queen_row_lower_bound(const char *data, int n, int64 key)
 	return lo;
 }
 
-static int64
+static inline int64
 queen_runs_int64(TupleTableSlot *slot, int att)
 {
-	bool		isnull;
-	Datum		d = slot_getattr(slot, att, &isnull);
-
-	if (isnull)
-		elog(ERROR, "queen: unexpected NULL in queen.log_dedup column %d", att);
-	return DatumGetInt64(d);
+	return queen_slot_int64(slot, att, "log_dedup");
 }
 
 /* ----------------------------------------------------------------
@@ -532,7 +527,7 @@ done:
  * ----------------------------------------------------------------
  */
 
-static SPIPlanPtr queen_runs_todo_plan = NULL;
+static SPIPlanPtr queen_runs_behind_plan = NULL;
 static SPIPlanPtr queen_runs_chain_plan = NULL;
 static SPIPlanPtr queen_runs_read_plan = NULL;
 static SPIPlanPtr queen_runs_delete_plan = NULL;
@@ -543,7 +538,7 @@ static SPIPlanPtr queen_runs_insert_plan = NULL;
  * txns_start when they have none), most behind first.  A queue whose dedup
  * window is 0 is never probed: its partitions are not indexed.
  */
-static const char *const queen_sql_runs_todo =
+static const char *const queen_sql_runs_behind =
 "SELECT p.id, p.last_offset, coalesce(r.run_end, p.txns_start - 1)"
 "  FROM queen.log_partitions p"
 "  JOIN queen.queues q ON q.id = p.queue_id AND q.dedup_window_seconds > 0"
@@ -869,11 +864,11 @@ queen_runs_compact(const pg_uuid_t *pid, int min_hashes)
 int64
 queen_dedup_runs_index(int min_hashes, int max_partitions)
 {
-	Oid			todo_types[2] = {INT8OID, INT4OID};
+	Oid			behind_types[2] = {INT8OID, INT4OID};
 	Datum		values[2];
 	MemoryContext cxt;
 	MemoryContext old;
-	QueenRunInfo *todo;
+	QueenRunInfo *behind;
 	pg_uuid_t  *pids;
 	int64		written = 0;
 	uint64		n,
@@ -887,18 +882,18 @@ queen_dedup_runs_index(int min_hashes, int max_partitions)
 
 	values[0] = Int64GetDatum(Max(min_hashes, 1));
 	values[1] = Int32GetDatum(max_partitions);
-	queen_exec(queen_plan_once(&queen_runs_todo_plan, queen_sql_runs_todo, 2, todo_types, false),
+	queen_exec(queen_plan_once(&queen_runs_behind_plan, queen_sql_runs_behind, 2, behind_types, false),
 			   values, SPI_OK_SELECT, "finding partitions to index");
 	n = SPI_processed;
-	todo = palloc(sizeof(QueenRunInfo) * Max(n, 1));
+	behind = palloc(sizeof(QueenRunInfo) * Max(n, 1));
 	pids = palloc(sizeof(pg_uuid_t) * Max(n, 1));
 	for (r = 0; r < n; r++)
 	{
 		HeapTuple	t = SPI_tuptable->vals[r];
 
 		queen_get_uuid(t, SPI_tuptable->tupdesc, 1, &pids[r]);
-		todo[r].end = queen_get_int64(t, SPI_tuptable->tupdesc, 2);
-		todo[r].start = queen_get_int64(t, SPI_tuptable->tupdesc, 3);
+		behind[r].end = queen_get_int64(t, SPI_tuptable->tupdesc, 2);
+		behind[r].start = queen_get_int64(t, SPI_tuptable->tupdesc, 3);
 	}
 	SPI_freetuptable(SPI_tuptable);
 
@@ -908,7 +903,7 @@ queen_dedup_runs_index(int min_hashes, int max_partitions)
 	{
 		CHECK_FOR_INTERRUPTS();
 		old = MemoryContextSwitchTo(cxt);
-		written += queen_runs_build(&pids[r], todo[r].start, todo[r].end);
+		written += queen_runs_build(&pids[r], behind[r].start, behind[r].end);
 		written += queen_runs_compact(&pids[r], min_hashes);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(cxt);

@@ -225,3 +225,18 @@ queen_get_uuid(HeapTuple tuple, TupleDesc desc, int col, pg_uuid_t *out)
 {
 	memcpy(out, DatumGetUUIDP(queen_get_datum(tuple, desc, col)), sizeof(pg_uuid_t));
 }
+
+/*
+ * An int64 column of a row read in place (an index scan's slot) of table
+ * queen.<table>, where NULL never belongs.
+ */
+int64
+queen_slot_int64(TupleTableSlot *slot, int att, const char *table)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, att, &isnull);
+
+	if (isnull)
+		elog(ERROR, "queen: unexpected NULL in queen.%s column %d", table, att);
+	return DatumGetInt64(d);
+}

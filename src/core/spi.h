@@ -19,6 +19,7 @@
 #include "access/htup.h"
 #include "access/tupdesc.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
@@ -36,5 +37,6 @@ extern int64 queen_get_int64(HeapTuple tuple, TupleDesc desc, int col);
 extern int32 queen_get_int32(HeapTuple tuple, TupleDesc desc, int col);
 extern TimestampTz queen_get_timestamptz(HeapTuple tuple, TupleDesc desc, int col);
 extern void queen_get_uuid(HeapTuple tuple, TupleDesc desc, int col, pg_uuid_t *out);
+extern int64 queen_slot_int64(TupleTableSlot *slot, int att, const char *table);
 
 #endif							/* QUEEN_SPI_H */

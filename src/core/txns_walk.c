@@ -83,15 +83,10 @@ queen_txns_release(QueenTxnsWalk *w)
 	w->detoasted = NULL;
 }
 
-static int64
+static inline int64
 queen_txns_int64(QueenTxnsWalk *w, int att)
 {
-	bool		isnull;
-	Datum		d = slot_getattr(w->slot, att, &isnull);
-
-	if (isnull)
-		elog(ERROR, "queen: unexpected NULL in queen.log_txns column %d", att);
-	return DatumGetInt64(d);
+	return queen_slot_int64(w->slot, att, "log_txns");
 }
 
 QueenTxnsWalk *
