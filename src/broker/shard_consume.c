@@ -552,6 +552,75 @@ queen_shard_consume(uint8 op, const pg_uuid_t *tenant, const char *arg, uint32 a
 }
 
 /*
+ * Before a shared transaction's requests run: the consumer rows its acks
+ * and lease extensions will lock, locked now, all at once, in the global
+ * order (queen_lock_consumers).  Each request alone locks its own rows in
+ * that order, but one after another they would lock in request order, and
+ * two shards (or a shard and a caller's own transaction) could then each
+ * hold a row the other waits for.  Pops need nothing here: they skip
+ * locked rows, never wait for one, and run last.  A malformed request is
+ * left to its own run to refuse.
+ */
+void
+queen_shard_consume_lock(int n, const uint8 *ops, char *const *args, const uint32 *arglens)
+{
+	QueenConsumerKey *keys = NULL;
+	const char **leases = palloc(sizeof(char *) * Max(n, 1));
+	int			nkeys = 0;
+	int			maxkeys = 0;
+	int			nleases = 0;
+	int			nlocking = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		nlocking += ops[i] == QUEEN_CONTROL_ACK || ops[i] == QUEEN_CONTROL_RENEW;
+	if (nlocking < 2)
+		return;					/* one request locks in order by itself */
+	for (i = 0; i < n; i++)
+	{
+		QueenMsgReader r;
+
+		queen_wire_reader(&r, args[i], arglens[i]);
+		if (ops[i] == QUEEN_CONTROL_ACK)
+		{
+			QueenWireAck head;
+			QueenWireAckItem *wire;
+			QueenAckItem *items;
+			int		   *slot;
+			int			nvalid;
+			const char *group;
+			int			j;
+
+			if (!queen_consume_ack_items(&r, &head, &wire, &items, &slot, &nvalid))
+				continue;
+			group = head.group.len > 0 ?
+				pnstrdup(head.group.data, head.group.len) : QUEEN_QUEUE_MODE;
+			if (nkeys + nvalid > maxkeys)
+			{
+				maxkeys = Max(maxkeys * 2, nkeys + nvalid);
+				keys = keys == NULL ? palloc(sizeof(QueenConsumerKey) * maxkeys) :
+					repalloc(keys, sizeof(QueenConsumerKey) * maxkeys);
+			}
+			for (j = 0; j < nvalid; j++)
+			{
+				keys[nkeys].partition_id = items[j].partition_id;
+				keys[nkeys].group = group;
+				nkeys++;
+			}
+		}
+		else if (ops[i] == QUEEN_CONTROL_RENEW)
+		{
+			QueenWireRenew m;
+
+			if (queen_wire_get_renew(&r, &m) && m.lease.len > 0)
+				leases[nleases++] = pnstrdup(m.lease.data, m.lease.len);
+		}
+	}
+	pgstat_report_activity(STATE_RUNNING, "queen: locking consumer rows");
+	queen_lock_consumers(keys, nkeys, leases, nleases);
+}
+
+/*
  * The op's transaction failed (rolled back, nothing of it exists): its
  * answer.  A pop's lease was never taken; an ack's items were not applied.
  */

@@ -186,6 +186,15 @@ queen_shard_run_control(QueenControl *c)
  */
 #define QUEEN_CONSUME_BATCH		32
 
+/*
+ * Which consumption requests share a transaction: all but a consumer
+ * group's deletion, which locks a group's rows across a queue or the whole
+ * tenant (and its scan floors and subscription) and runs alone, so that a
+ * shared transaction can lock everything it will wait for up front.
+ */
+#define QUEEN_CONTROL_SHARES(op) \
+	(QUEEN_CONTROL_CONSUMES(op) && (op) != QUEEN_CONTROL_DELETE_GROUP)
+
 typedef struct QueenConsumeBatch
 {
 	QueenControlTx txs[QUEEN_CONSUME_BATCH];
@@ -193,18 +202,29 @@ typedef struct QueenConsumeBatch
 } QueenConsumeBatch;
 
 /*
- * Pops run after the other requests, which may wait for a row lock (an ack
- * behind a user's open transaction), so a pop's lease starts as late as
- * possible; if the transaction still ran long for the leases it granted,
+ * The rows the acks and lease extensions will lock are locked first, in
+ * the global order.  Pops run after the other requests, which may wait for
+ * a row lock (an ack behind a user's open transaction), so a pop's lease
+ * starts as late as possible; if the transaction still ran long for the leases it granted,
  * it fails and its requests run again one by one.
  */
 static void
 queen_shard_consume_batch_body(void *arg)
 {
 	QueenConsumeBatch *b = (QueenConsumeBatch *) arg;
+	uint8		ops[QUEEN_CONSUME_BATCH];
+	char	   *args[QUEEN_CONSUME_BATCH];
+	uint32		arglens[QUEEN_CONSUME_BATCH];
 	int			pass;
 	int			i;
 
+	for (i = 0; i < b->n; i++)
+	{
+		ops[i] = b->txs[i].c->op;
+		args[i] = b->txs[i].c->arg;
+		arglens[i] = b->txs[i].c->arglen;
+	}
+	queen_shard_consume_lock(b->n, ops, args, arglens);
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < b->n; i++)
 		{
@@ -238,7 +258,7 @@ queen_shard_run_consume_batch(void)
 	b = palloc(sizeof(QueenConsumeBatch));
 	b->n = 0;
 	while (queen_controls != NIL && b->n < QUEEN_CONSUME_BATCH &&
-		   QUEEN_CONTROL_CONSUMES(((QueenControl *) linitial(queen_controls))->op))
+		   QUEEN_CONTROL_SHARES(((QueenControl *) linitial(queen_controls))->op))
 	{
 		QueenControl *c = (QueenControl *) linitial(queen_controls);
 
@@ -298,8 +318,8 @@ queen_shard_run_controls(void)
 	{
 		QueenControl *c = (QueenControl *) linitial(queen_controls);
 
-		if (QUEEN_CONTROL_CONSUMES(c->op) && list_length(queen_controls) > 1 &&
-			QUEEN_CONTROL_CONSUMES(((QueenControl *) lsecond(queen_controls))->op))
+		if (QUEEN_CONTROL_SHARES(c->op) && list_length(queen_controls) > 1 &&
+			QUEEN_CONTROL_SHARES(((QueenControl *) lsecond(queen_controls))->op))
 			queen_shard_run_consume_batch();
 		else
 		{

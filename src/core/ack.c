@@ -103,7 +103,29 @@ static const char *const sql_renew =
 " WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group"
 " RETURNING c.lease_expires_at";
 
+/*
+ * The consumer rows a transaction is about to ack or renew under several
+ * groups or requests, locked in the global order (ascending partition id,
+ * then group).  The ORDER BY sorts before the rows are locked, so they are
+ * taken in that order; the second form adds the live leases of the lease
+ * ids given, found by a scan as the renewal itself finds them.
+ */
+#define QUEEN_LOCK_KEYS \
+"SELECT k.p, k.g FROM unnest($1::uuid[], $2::text[]) AS k(p, g)"
+static const char *const sql_lock_consumers =
+"SELECT 1 FROM queen.log_consumers c"
+" WHERE (c.partition_id, c.consumer_group) IN (" QUEEN_LOCK_KEYS ")"
+" ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c";
+static const char *const sql_lock_consumers_leases =
+"SELECT 1 FROM queen.log_consumers c"
+" WHERE (c.partition_id, c.consumer_group) IN (" QUEEN_LOCK_KEYS
+"       UNION ALL SELECT l.partition_id, l.consumer_group FROM queen.log_consumers l"
+"        WHERE l.worker_id = ANY ($3) AND l.lease_expires_at > now())"
+" ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c";
+
 static SPIPlanPtr queen_ack_lock_plan = NULL;
+static SPIPlanPtr queen_lock_consumers_plan = NULL;
+static SPIPlanPtr queen_lock_consumers_leases_plan = NULL;
 static SPIPlanPtr queen_ack_partition_plan = NULL;
 static SPIPlanPtr queen_ack_update_plan = NULL;
 static SPIPlanPtr queen_dlq_insert_plan = NULL;
@@ -792,4 +814,42 @@ queen_renew_lease(const char *lease_id, int32 seconds, TimestampTz *earliest)
 	}
 	SPI_finish();
 	return renewed;
+}
+
+void
+queen_lock_consumers(const QueenConsumerKey *keys, int nkeys,
+					 const char *const *leases, int nleases)
+{
+	Oid			types[3] = {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		values[3];
+	Datum	   *pids;
+	Datum	   *groups;
+	Datum	   *lease_ids;
+	SPIPlanPtr	plan;
+	int			i;
+
+	if (nkeys + nleases == 0)
+		return;
+	pids = palloc(sizeof(Datum) * Max(nkeys, 1));
+	groups = palloc(sizeof(Datum) * Max(nkeys, 1));
+	for (i = 0; i < nkeys; i++)
+	{
+		pids[i] = UUIDPGetDatum(&keys[i].partition_id);
+		groups[i] = CStringGetTextDatum(keys[i].group);
+	}
+	lease_ids = palloc(sizeof(Datum) * Max(nleases, 1));
+	for (i = 0; i < nleases; i++)
+		lease_ids[i] = CStringGetTextDatum(leases[i]);
+	values[0] = queen_array_datum(pids, nkeys, UUIDOID);
+	values[1] = queen_array_datum(groups, nkeys, TEXTOID);
+	values[2] = queen_array_datum(lease_ids, nleases, TEXTOID);
+
+	queen_spi_connect();
+	if (nleases == 0)
+		plan = queen_plan_once(&queen_lock_consumers_plan, sql_lock_consumers, 2, types, false);
+	else
+		plan = queen_plan_once(&queen_lock_consumers_leases_plan, sql_lock_consumers_leases,
+							   3, types, false);
+	queen_exec(plan, values, SPI_OK_SELECT, "locking consumer rows in order");
+	SPI_finish();
 }

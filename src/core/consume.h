@@ -184,6 +184,28 @@ typedef struct QueenAckItem
 extern int	queen_ack(const char *group, QueenAckItem *items, int nitems);
 
 /*
+ * A consumer row: the unit of every consumption lock.  The global lock
+ * order takes them in ascending (partition id, group), after any partition
+ * row (docs/ARCHITECTURE.md, "Lock order").
+ */
+typedef struct QueenConsumerKey
+{
+	pg_uuid_t	partition_id;
+	const char *group;
+} QueenConsumerKey;
+
+/*
+ * Lock these consumer rows, and those of the live leases of these lease
+ * ids, in the global order, waiting for each.  A transaction that will ack
+ * or renew for several requests calls it first: every later lock of theirs
+ * is then already held, so two such transactions (or one and a caller's
+ * own ack) wait for each other instead of deadlocking.  Rows that do not
+ * exist are skipped.
+ */
+extern void queen_lock_consumers(const QueenConsumerKey *keys, int nkeys,
+								 const char *const *leases, int nleases);
+
+/*
  * Renew every lease held under lease_id (5.5): expiry becomes
  * GREATEST(current, now + seconds), never shorter; seconds < 1 counts as 1.
  * Returns how many partitions were renewed and, if any, the earliest new
