@@ -175,10 +175,12 @@ ALTER TABLE queen.log_dedup ALTER COLUMN keys SET STORAGE EXTERNAL;
 -- partition count.  Queue mode is the reserved group '__QUEUE_MODE__'.
 -- committed is the last acknowledged offset (the next wanted is
 -- committed + 1); a lease covers (committed, batch_end] and is held by
--- worker_id, the leaseId a client is given.  Only an explicit "failed"
--- spends batch_retry_count; attempt_* tell a redelivery apart.  Pop and
--- ack find rows by the primary key, so there is no other index; updates
--- are frequent and small, hence the fill factor.
+-- worker_id, the leaseId a client is given; batch_digest is the digest of
+-- the transactionIds the pop delivered under it, so an ack naming exactly
+-- those needs no lookup.  Only an explicit "failed" spends
+-- batch_retry_count; attempt_* tell a redelivery apart.  Pop and ack find
+-- rows by the primary key, so there is no other index; updates are
+-- frequent and small, hence the fill factor.
 ------------------------------------------------------------------------------
 CREATE TABLE queen.log_consumers (
 	partition_id		uuid NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
@@ -190,6 +192,7 @@ CREATE TABLE queen.log_consumers (
 	worker_id			text,
 	lease_expires_at	timestamptz,
 	lease_acquired_at	timestamptz,
+	batch_digest		bytea,
 	batch_retry_count	integer NOT NULL DEFAULT 0,
 	attempt_offset		bigint,
 	attempt_count		integer NOT NULL DEFAULT 0,

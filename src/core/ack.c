@@ -23,7 +23,12 @@
  * every id is found; then, only for the ids not found there, below the
  * cursor, walking down, to tell a duplicate ack (noop) or a late nack
  * (stale) from an id the partition never held (unresolved).  An ack of a
- * leased batch therefore reads the batch's hash rows and no more.
+ * leased batch therefore reads the batch's hash rows and no more, and an
+ * ack of exactly the batch, all completed, reads none: the pop recorded
+ * the digest of the batch's transactionIds in the consumer row, and a match
+ * moves the cursor to the batch's end at once (reference 5.2's fast path,
+ * kept in the row rather than in a process's memory, so it holds whichever
+ * process or session pops and acks).
  *
  * A dead letter is filed here, in the same transaction as the cursor move
  * past it, with a snapshot of the message read from its segment: there is
@@ -53,7 +58,7 @@
 static const char *const sql_ack_lock =
 "SELECT c.committed, c.batch_end, c.worker_id, c.lease_expires_at > now(),"
 "       c.batch_retry_count, p.txns_start, q.retry_limit,"
-"       q.dead_letter_queue OR q.dlq_after_max_retries"
+"       q.dead_letter_queue OR q.dlq_after_max_retries, c.batch_digest"
 "  FROM queen.log_consumers c"
 "  JOIN queen.log_partitions p ON p.id = c.partition_id"
 "  JOIN queen.queues q ON q.id = p.queue_id"
@@ -78,7 +83,8 @@ static const char *const sql_ack_update =
 "       lease_expires_at = CASE WHEN $4 THEN NULL ELSE lease_expires_at END,"
 "       batch_retry_count = $5,"
 "       attempt_offset = CASE WHEN $6 THEN NULL ELSE attempt_offset END,"
-"       attempt_count = CASE WHEN $6 THEN 0 ELSE attempt_count END"
+"       attempt_count = CASE WHEN $6 THEN 0 ELSE attempt_count END,"
+"       batch_digest = CASE WHEN $4 THEN NULL ELSE batch_digest END"
 " WHERE partition_id = $1 AND consumer_group = $2";
 
 static const char *const sql_dlq_insert =
@@ -162,6 +168,8 @@ typedef struct QueenAckGroup
 	int64		txns_start;
 	int32		retry_limit;
 	bool		dlq_enabled;
+	bool		has_digest;		/* the pop recorded the batch's digest */
+	QueenTxnDigest digest;
 
 	/* the decision */
 	int64		sig_off;		/* the head signal's offset, -1: none */
@@ -573,6 +581,7 @@ queen_ack_lock(QueenAckGroup *g, MemoryContext out_cxt)
 	bool		isnull;
 	bool		live;
 	char	   *worker;
+	Datum		d;
 
 	values[0] = UUIDPGetDatum(g->pid);
 	values[1] = CStringGetTextDatum(g->group);
@@ -601,6 +610,18 @@ queen_ack_lock(QueenAckGroup *g, MemoryContext out_cxt)
 	g->txns_start = queen_get_int64(tuple, desc, 6);
 	g->retry_limit = queen_get_int32(tuple, desc, 7);
 	g->dlq_enabled = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull)) && !isnull;
+	d = SPI_getbinval(tuple, desc, 9, &isnull);
+	g->has_digest = false;
+	if (!isnull)
+	{
+		bytea	   *b = DatumGetByteaPP(d);
+
+		if (VARSIZE_ANY_EXHDR(b) == QUEEN_DIGEST_LEN)
+		{
+			memcpy(&g->digest, VARDATA_ANY(b), QUEEN_DIGEST_LEN);
+			g->has_digest = true;
+		}
+	}
 
 	if (g->lease != NULL &&
 		(worker == NULL || strcmp(worker, g->lease) != 0 || !live || g->batch_end < 0))
@@ -675,6 +696,52 @@ queen_ack_verdict(const QueenAckGroup *g, int i, MemoryContext out_cxt)
 		item->problem = MemoryContextStrdup(out_cxt, problem);
 }
 
+/*
+ * Reference 5.2's fast path: under its live lease, every item completed,
+ * and the items are exactly the batch the pop delivered (as many as the
+ * span has offsets, and the digest of their transactionIds is the one the
+ * pop recorded).  5.4 would find each of them in the span and move the
+ * cursor to its end; so does this, without reading log_txns.
+ */
+static bool
+queen_ack_whole_batch(QueenAckGroup *g)
+{
+	QueenTxnDigest digest;
+	int			i;
+
+	if (g->lease == NULL || !g->has_digest || g->batch_end < 0 ||
+		g->n != g->batch_end - g->committed)
+		return false;
+	memset(&digest, 0, sizeof(digest));
+	for (i = 0; i < g->n; i++)
+	{
+		QueenAckItem *item = g->items[i];
+		uint8		hash[QUEEN_HASH_LEN];
+
+		if (item->status != QUEEN_ACK_COMPLETED || item->transaction_id == NULL)
+			return false;
+		queen_txn_hash(item->transaction_id, item->txn_len, hash);
+		queen_txn_digest_add(&digest, hash);
+	}
+	if (memcmp(&digest, &g->digest, sizeof(digest)) != 0)
+		return false;
+
+	g->sig_off = -1;
+	g->new_committed = g->final = g->batch_end;
+	g->release = true;
+	g->reset_attempts = true;
+	g->new_retry_count = 0;
+	g->filed = -1;
+	g->dropped = -1;
+	queen_ack_apply(g);
+	for (i = 0; i < g->n; i++)
+	{
+		g->items[i]->success = true;
+		g->items[i]->lease_released = true;
+	}
+	return true;
+}
+
 /* 5.4 for one group of items; true when it released the lease. */
 static bool
 queen_ack_group(QueenAckGroup *g, MemoryContext out_cxt)
@@ -683,6 +750,8 @@ queen_ack_group(QueenAckGroup *g, MemoryContext out_cxt)
 
 	if (!queen_ack_lock(g, out_cxt))
 		return false;
+	if (queen_ack_whole_batch(g))
+		return true;
 	queen_ack_resolve(g);
 	queen_ack_decide(g);
 	queen_ack_apply(g);

@@ -82,10 +82,10 @@ static const QueenClaimStatement queen_claim_statements[CLAIM_NPLANS] =
 		"UPDATE queen.log_consumers SET batch_end = $3, worker_id = $4,"
 		"       lease_expires_at = $5, lease_acquired_at = $6,"
 		"       attempt_count = CASE WHEN attempt_offset = $7 THEN attempt_count + 1 ELSE 1 END,"
-		"       attempt_offset = $7"
+		"       attempt_offset = $7, batch_digest = $8"
 		" WHERE partition_id = $1 AND consumer_group = $2"
 		" RETURNING attempt_count",
-	7, {UUIDOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID}},
+	8, {UUIDOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, BYTEAOID}},
 	/* step 9, autoAck: delivered is consumed, at most once */
 	[CLAIM_AUTO_ACK] = {
 		"UPDATE queen.log_consumers SET committed = $3, batch_end = NULL, worker_id = NULL,"
@@ -316,14 +316,20 @@ queen_claim_read(QueenClaim *c, QueenClaimTarget *t, QueenPopPartition *part,
 	queen_log_close(&reader);
 }
 
-/* Step 9: the cursor moves (autoAck) or the span is leased. */
+/*
+ * Step 9: the cursor moves (autoAck) or the span is leased, with the digest
+ * of the transactionIds delivered in it for the ack's fast path.
+ */
 static void
 queen_claim_commit(QueenClaim *c, QueenClaimTarget *t, QueenPopPartition *part)
 {
 	QueenPopRequest *req = c->req;
 	int64		first = part->messages[0].offset;
 	int64		last = part->messages[part->nmessages - 1].offset;
-	Datum		values[7];
+	Datum		values[8];
+	QueenTxnDigest digest;
+	bytea	   *digest_bytes;
+	int			i;
 
 	values[0] = UUIDPGetDatum(&t->pid);
 	values[1] = CStringGetTextDatum(req->group);
@@ -343,6 +349,18 @@ queen_claim_commit(QueenClaim *c, QueenClaimTarget *t, QueenPopPartition *part)
 	values[4] = TimestampTzGetDatum(part->lease_expires_at);
 	values[5] = TimestampTzGetDatum(c->now);
 	values[6] = Int64GetDatum(first);
+	memset(&digest, 0, sizeof(digest));
+	for (i = 0; i < part->nmessages; i++)
+	{
+		uint8		hash[QUEEN_HASH_LEN];
+
+		queen_txn_hash(part->messages[i].frame.txn, part->messages[i].frame.txn_len, hash);
+		queen_txn_digest_add(&digest, hash);
+	}
+	digest_bytes = palloc(VARHDRSZ + QUEEN_DIGEST_LEN);
+	SET_VARSIZE(digest_bytes, VARHDRSZ + QUEEN_DIGEST_LEN);
+	memcpy(VARDATA(digest_bytes), &digest, QUEEN_DIGEST_LEN);
+	values[7] = PointerGetDatum(digest_bytes);
 	if (queen_claim_run(CLAIM_LEASE, values, SPI_OK_UPDATE_RETURNING) != 1)
 		elog(ERROR, "queen: the claimed consumer row vanished");
 	part->delivery_attempt = queen_get_int32(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);

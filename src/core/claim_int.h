@@ -51,7 +51,7 @@ typedef struct QueenClaimStatement
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[7];
+	Oid			argtypes[8];
 	bool		custom;			/* planned for each call's values */
 } QueenClaimStatement;
 

@@ -325,6 +325,16 @@ queen_txn_hash(const char *txn, size_t len, uint8 *out)
 	memcpy(out, canon.digest, QUEEN_HASH_LEN);
 }
 
+void
+queen_txn_digest_add(QueenTxnDigest *d, const uint8 *hash)
+{
+	uint64		half[2];
+
+	memcpy(half, hash, sizeof(half));
+	d->sum[0] += half[0];
+	d->sum[1] += half[1];
+}
+
 /* One frame of a caller's segment against its hash and the doors' rules. */
 static const char *
 queen_frame_problem(const QueenFrame *frame, int k, const uint8 *hashes, int *sqlstate)

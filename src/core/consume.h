@@ -170,7 +170,8 @@ typedef struct QueenAckItem
 	bool		lease_released;
 	bool		dlq;			/* this item's message was filed as a dead letter */
 	bool		noop;			/* already acknowledged: nothing to do */
-	int64		offset;			/* the message's offset, -1 if unresolved */
+	int64		offset;			/* the message's offset, -1 if unresolved or acked
+								 * with its whole batch (5.2's fast path) */
 } QueenAckItem;
 
 /*

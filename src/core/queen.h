@@ -121,6 +121,21 @@ extern const char *queen_decompress(const char *data, size_t len,
 									StringInfo out);
 
 extern void queen_txn_hash(const char *txn, size_t len, uint8 *out);
+
+/*
+ * The digest of a set of transactionIds: the sums of their hashes' two
+ * halves, so it does not depend on order.  A pop records its leased batch's
+ * and an ack that names exactly that batch matches it (reference 5.2's fast
+ * path) without reading a hash back.
+ */
+typedef struct QueenTxnDigest
+{
+	uint64		sum[2];
+} QueenTxnDigest;
+
+#define QUEEN_DIGEST_LEN	((int) sizeof(QueenTxnDigest))
+
+extern void queen_txn_digest_add(QueenTxnDigest *d, const uint8 *hash);
 extern const char *queen_segment_problem(const char *blob, size_t blob_len,
 										 const uint8 *hashes, int msg_count,
 										 int *sqlstate);
