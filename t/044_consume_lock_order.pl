@@ -1,7 +1,8 @@
 # The global lock order of a shard's shared consumption transaction.  Acks
-# queued in one shard share a transaction, and that transaction locks every
-# consumer row they will lock before the first of them runs, in ascending
-# (partition id, group), whatever order the requests arrived in.  Taken in
+# and lease extensions queued in one shard share a transaction, and that
+# transaction locks every consumer row they will lock before the first of
+# them runs, in ascending (partition id, group), whatever order the requests
+# arrived in.  Taken in
 # request order instead, two acks could hold one row and wait for another
 # that a second transaction (another shard, or an application's own ack in
 # SQL) holds while it waits for the first: a deadlock, which PostgreSQL
@@ -46,52 +47,87 @@ sub shard_waits_for
 		 WHERE backend_type = 'queen shard' AND $pid = ANY (pg_blocking_pids(pid))});
 }
 
-# An application's transaction holds the lower partition's consumer row.
-my $app = $node->background_psql('postgres');
-$app->query_safe('BEGIN');
-my $app_pid = $app->query_safe('SELECT pg_backend_pid()');
-$app->query_safe(qq{
-	SELECT 1 FROM queen.log_consumers WHERE partition_id = '$low->{partitionId}' FOR UPDATE});
+# Queue two requests in the shard, first the higher partition's, then the
+# lower's, while an application's transaction holds the lower partition's
+# consumer row; once they run, the application takes the higher row.
+# Locked in request order, the shard would hold the higher row already, and
+# the application would close a cycle.  Returns the two answers.
+my $seq = 10;
+sub race
+{
+	my ($what, $first, $second) = @_;
+	my $app = $node->background_psql('postgres');
+	$app->query_safe('BEGIN');
+	my $app_pid = $app->query_safe('SELECT pg_backend_pid()');
+	$app->query_safe(qq{
+		SELECT 1 FROM queen.log_consumers WHERE partition_id = '$low->{partitionId}' FOR UPDATE});
 
-# A push held on a partition row keeps the shard busy while the acks queue up
-# behind it: first the higher partition's, then the lower's.
-my $gate = hold_partition_lock($node, 'lo', 'o1');
-my $gated = send_request($port, 'POST', '/api/v1/push',
-	{ items => [ { queue => 'lo', partition => 'o1', payload => 3, transactionId => 't3' } ] });
-ok(wait_for(sub { shards_waiting_on_lock($node) >= 1 }, 30), 'a push holds the shard');
-my $shared0 = metric($port, 'queen_consume_shared_failures_total');
-my $acks0 = metric($port, 'queen_process_ack_requests_total') // 0;
-my $ack_high = send_request($port, 'POST', '/api/v1/ack', ack_body($high));
-ok(wait_for(sub { metric($port, 'queen_process_ack_requests_total') >= $acks0 + 1 }, 30),
-	'the ack of the higher partition is queued');
-my $ack_low = send_request($port, 'POST', '/api/v1/ack', ack_body($low));
-ok(wait_for(sub { metric($port, 'queen_process_ack_requests_total') >= $acks0 + 2 }, 30),
-	'then the ack of the lower one');
-$gate->query_safe('COMMIT');
-$gate->quit;
-is((read_response($gated, 60))[0], 201, 'the held push is answered');
+	# a push held on a partition row keeps the shard busy while they queue up
+	my $gate = hold_partition_lock($node, 'lo', 'o1');
+	$seq++;
+	my $gated = send_request($port, 'POST', '/api/v1/push',
+		{ items => [ { queue => 'lo', partition => 'o1', payload => $seq, transactionId => "g$seq" } ] });
+	ok(wait_for(sub { shards_waiting_on_lock($node) >= 1 }, 30), "$what: a push holds the shard");
+	my $shared0 = metric($port, 'queen_consume_shared_failures_total');
+	my @socks;
+	for my $req ($first, $second)
+	{
+		my ($metric, $step, $method, $path, $body) = @$req;
+		my $before = metric($port, $metric) // 0;
+		push @socks, send_request($port, $method, $path, $body);
+		ok(wait_for(sub { (metric($port, $metric) // 0) >= $before + $step }, 30),
+			"$what: $method $path queued");
+	}
+	$gate->query_safe('COMMIT');
+	$gate->quit;
+	is((read_response($gated, 60))[0], 201, "$what: the held push is answered");
 
-# The shared transaction now waits for the application's row.  Locked in
-# request order, it would hold the higher row already, and the application
-# taking it next would close a cycle.
-ok(wait_for(sub { shard_waits_for($app_pid) >= 1 }, 30),
-	"the acks' shared transaction waits for the application's row");
-$app->query_safe(qq{
-	SELECT 1 FROM queen.log_consumers WHERE partition_id = '$high->{partitionId}' FOR UPDATE});
-pass('the application then takes the higher row without a deadlock');
-$app->query_safe('COMMIT');
-$app->quit;
+	ok(wait_for(sub { shard_waits_for($app_pid) >= 1 }, 30),
+		"$what: the shared transaction waits for the application's row");
+	$app->query_safe(qq{
+		SELECT 1 FROM queen.log_consumers WHERE partition_id = '$high->{partitionId}' FOR UPDATE});
+	pass("$what: the application then takes the higher row without a deadlock");
+	$app->query_safe('COMMIT');
+	$app->quit;
 
-my ($sh, $rh) = read_response($ack_high, 60);
-my ($sl, $rl) = read_response($ack_low, 60);
-is_deeply([ $sh, $sl ], [ 200, 200 ], 'both acks are answered');
-ok($rh->[0]{success} && $rl->[0]{success}, 'and applied')
+	my @answers = map { [ read_response($_, 60) ] } @socks;
+	is_deeply([ map { $_->[0] } @answers ], [ 200, 200 ], "$what: both are answered");
+	is(metric($port, 'queen_consume_shared_failures_total'), $shared0,
+		"$what: their shared transaction never failed: nothing ran twice");
+	return map { $_->[1] } @answers;
+}
+
+# (the metric that tells the request reached the listener, and by how much)
+my $acks = 'queen_process_ack_requests_total';
+my ($rh, $rl) = race('two acks',
+	[ $acks, 1, 'POST', '/api/v1/ack', ack_body($high) ],
+	[ $acks, 1, 'POST', '/api/v1/ack', ack_body($low) ]);
+ok($rh->[0]{success} && $rl->[0]{success}, 'two acks: both applied')
   or diag explain [ $rh, $rl ];
-is(metric($port, 'queen_consume_shared_failures_total'), $shared0,
-	'their shared transaction never failed: nothing ran twice');
 is($node->safe_psql('postgres', q{
 	SELECT count(*) FROM queen.log_consumers WHERE worker_id IS NOT NULL}), '0',
-	'no lease is left');
+	'two acks: no lease is left');
+
+# A lease extension locks the rows of its lease, found by its id: the shared
+# transaction takes them in the one order with the acks' rows (the lower
+# partition's extension queued after the higher one's ack).
+push_items($port, map { { queue => 'lo', partition => "o$_", transactionId => "u$_", payload => $_ } } 1 .. 2);
+my %again;
+for my $p ('o1', 'o2')
+{
+	my ($s, $r) = pop($port, "/api/v1/pop/queue/lo/partition/$p?leaseSeconds=300");
+	is($s, 200, "partition $p is leased again");
+	$again{ $r->{partitionId} } = $r;
+}
+($low, $high) = map { $again{$_} } sort keys %again;
+my ($acked, $renewed) = race('an ack and an extension',
+	[ $acks, 1, 'POST', '/api/v1/ack', ack_body($high) ],
+	# every request counts, the metrics' own too: one more than the poll's
+	[ 'queen_http_requests_total', 2, 'POST', "/api/v1/lease/$low->{leaseId}/extend",
+		{ seconds => 600 } ]);
+ok($acked->[0]{success}, 'an ack and an extension: the ack is applied')
+  or diag explain $acked;
+is($renewed->{renewed}, 1, 'an ack and an extension: the lease is extended');
 
 $node->stop;
 done_testing();

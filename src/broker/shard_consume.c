@@ -565,7 +565,7 @@ void
 queen_shard_consume_lock(int n, const uint8 *ops, char *const *args, const uint32 *arglens)
 {
 	QueenConsumerKey *keys = NULL;
-	const char **leases = palloc(sizeof(char *) * Max(n, 1));
+	const char **leases;
 	int			nkeys = 0;
 	int			maxkeys = 0;
 	int			nleases = 0;
@@ -576,6 +576,7 @@ queen_shard_consume_lock(int n, const uint8 *ops, char *const *args, const uint3
 		nlocking += ops[i] == QUEEN_CONTROL_ACK || ops[i] == QUEEN_CONTROL_RENEW;
 	if (nlocking < 2)
 		return;					/* one request locks in order by itself */
+	leases = palloc(sizeof(char *) * n);
 	for (i = 0; i < n; i++)
 	{
 		QueenMsgReader r;
