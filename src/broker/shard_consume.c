@@ -252,36 +252,45 @@ queen_consume_wake_released(const QueenAckItem *items, int n)
 		SPI_finish();
 }
 
-/*
- * Items of one request, decoded.  Valid ones are filled into items (in
- * request order, *nvalid of them) and slot[i] says where item i went.
- */
-static bool
-queen_consume_ack_items(QueenMsgReader *r, QueenWireAck *head, QueenWireAckItem **wire,
-						QueenAckItem **items, int **slot, int *nvalid)
+/* One ack request, decoded. */
+typedef struct QueenAckRequest
 {
+	QueenWireAck head;
+	QueenWireAckItem *wire;		/* every item as sent */
+	QueenAckItem *items;		/* the valid ones, in request order */
+	int		   *slot;			/* where item i went in items, -1: invalid */
+	int			nvalid;
+	const char *group;			/* QUEEN_QUEUE_MODE when the request names none */
+} QueenAckRequest;
+
+static bool
+queen_consume_ack_items(QueenMsgReader *r, QueenAckRequest *a)
+{
+	QueenWireAck *head = &a->head;
 	uint32		i;
 
 	/* an item takes at least its flags, its id and five lengths */
 	if (!queen_wire_get_ack(r, head) ||
 		head->nitems > (r->len - r->pos) / (1 + UUID_LEN + 5 * sizeof(uint32)))
 		return false;
-	*wire = palloc0(sizeof(QueenWireAckItem) * Max(head->nitems, 1));
-	*items = palloc0(sizeof(QueenAckItem) * Max(head->nitems, 1));
-	*slot = palloc(sizeof(int) * Max(head->nitems, 1));
-	*nvalid = 0;
+	a->group = head->group.len > 0 ?
+		pnstrdup(head->group.data, head->group.len) : QUEEN_QUEUE_MODE;
+	a->wire = palloc0(sizeof(QueenWireAckItem) * Max(head->nitems, 1));
+	a->items = palloc0(sizeof(QueenAckItem) * Max(head->nitems, 1));
+	a->slot = palloc(sizeof(int) * Max(head->nitems, 1));
+	a->nvalid = 0;
 	for (i = 0; i < head->nitems; i++)
 	{
-		QueenWireAckItem *w = &(*wire)[i];
+		QueenWireAckItem *w = &a->wire[i];
 		QueenAckItem *it;
 
 		if (!queen_wire_get_ack_item(r, w))
 			return false;
-		(*slot)[i] = -1;
+		a->slot[i] = -1;
 		if (!(w->flags & QUEEN_ACK_ITEM_VALID))
 			continue;
-		it = &(*items)[*nvalid];
-		(*slot)[i] = (*nvalid)++;
+		it = &a->items[a->nvalid];
+		a->slot[i] = a->nvalid++;
 		memcpy(it->partition_id.data, w->partition_id, UUID_LEN);
 		it->transaction_id = pnstrdup(w->txn.data, w->txn.len);
 		it->txn_len = w->txn.len;
@@ -297,28 +306,22 @@ queen_consume_ack_items(QueenMsgReader *r, QueenWireAck *head, QueenWireAckItem 
 static int
 queen_consume_ack(QueenMsgReader *r, StringInfo out)
 {
-	QueenWireAck head;
-	QueenWireAckItem *wire;
-	QueenAckItem *items;
-	int		   *slot;
-	int			nvalid;
-	const char *group;
+	QueenAckRequest a;
 	uint32		i;
 
-	if (!queen_consume_ack_items(r, &head, &wire, &items, &slot, &nvalid))
+	if (!queen_consume_ack_items(r, &a))
 		return queen_consume_malformed(out);
-	group = head.group.len > 0 ? pnstrdup(head.group.data, head.group.len) : QUEEN_QUEUE_MODE;
 
 	pgstat_report_activity(STATE_RUNNING, "queen: ack");
-	if (nvalid > 0 && queen_ack(group, items, nvalid) > 0)
-		queen_consume_wake_released(items, nvalid);
+	if (a.nvalid > 0 && queen_ack(a.group, a.items, a.nvalid) > 0)
+		queen_consume_wake_released(a.items, a.nvalid);
 
 	appendStringInfoChar(out, '[');
-	for (i = 0; i < head.nitems; i++)
+	for (i = 0; i < a.head.nitems; i++)
 	{
-		QueenWireAckItem *w = &wire[i];
+		QueenWireAckItem *w = &a.wire[i];
 
-		if (slot[i] < 0)
+		if (a.slot[i] < 0)
 		{
 			char	   *problem = pnstrdup(w->problem.data, w->problem.len);
 
@@ -327,7 +330,7 @@ queen_consume_ack(QueenMsgReader *r, StringInfo out)
 		}
 		else
 		{
-			QueenAckItem *it = &items[slot[i]];
+			QueenAckItem *it = &a.items[a.slot[i]];
 
 			queen_render_ack_item(out, (int) i, w->txn, it->success, it->problem,
 								  it->lease_released, it->dlq, it->noop);
@@ -351,23 +354,20 @@ queen_consume_ack(QueenMsgReader *r, StringInfo out)
 static int
 queen_consume_ack_failed(QueenMsgReader *r, const char *message, StringInfo out)
 {
-	QueenWireAck head;
-	QueenWireAckItem *wire;
-	QueenAckItem *items;
-	int		   *slot;
-	int			nvalid;
+	QueenAckRequest a;
 	char	   *error = psprintf("ack failed, nothing was applied: %s", message);
 	uint32		i;
 
-	if (!queen_consume_ack_items(r, &head, &wire, &items, &slot, &nvalid))
+	if (!queen_consume_ack_items(r, &a))
 		return queen_consume_malformed(out);
 	appendStringInfoChar(out, '[');
-	for (i = 0; i < head.nitems; i++)
-		queen_render_ack_item(out, (int) i, wire[i].txn, false,
-							  slot[i] < 0 ? pnstrdup(wire[i].problem.data, wire[i].problem.len) : error,
+	for (i = 0; i < a.head.nitems; i++)
+		queen_render_ack_item(out, (int) i, a.wire[i].txn, false,
+							  a.slot[i] < 0 ?
+							  pnstrdup(a.wire[i].problem.data, a.wire[i].problem.len) : error,
 							  false, false, false);
 	appendStringInfoChar(out, ']');
-	queen_consume_counts.failed += head.nitems;
+	queen_consume_counts.failed += a.head.nitems;
 	return 200;
 }
 
@@ -584,28 +584,21 @@ queen_shard_consume_lock(int n, const uint8 *ops, char *const *args, const uint3
 		queen_wire_reader(&r, args[i], arglens[i]);
 		if (ops[i] == QUEEN_CONTROL_ACK)
 		{
-			QueenWireAck head;
-			QueenWireAckItem *wire;
-			QueenAckItem *items;
-			int		   *slot;
-			int			nvalid;
-			const char *group;
+			QueenAckRequest a;
 			int			j;
 
-			if (!queen_consume_ack_items(&r, &head, &wire, &items, &slot, &nvalid))
+			if (!queen_consume_ack_items(&r, &a))
 				continue;
-			group = head.group.len > 0 ?
-				pnstrdup(head.group.data, head.group.len) : QUEEN_QUEUE_MODE;
-			if (nkeys + nvalid > maxkeys)
+			if (nkeys + a.nvalid > maxkeys)
 			{
-				maxkeys = Max(maxkeys * 2, nkeys + nvalid);
+				maxkeys = Max(maxkeys * 2, nkeys + a.nvalid);
 				keys = keys == NULL ? palloc(sizeof(QueenConsumerKey) * maxkeys) :
 					repalloc(keys, sizeof(QueenConsumerKey) * maxkeys);
 			}
-			for (j = 0; j < nvalid; j++)
+			for (j = 0; j < a.nvalid; j++)
 			{
-				keys[nkeys].partition_id = items[j].partition_id;
-				keys[nkeys].group = group;
+				keys[nkeys].partition_id = a.items[j].partition_id;
+				keys[nkeys].group = a.group;
 				nkeys++;
 			}
 		}
