@@ -205,8 +205,8 @@ typedef struct QueenConsumeBatch
  * The rows the acks and lease extensions will lock are locked first, in
  * the global order.  Pops run after the other requests, which may wait for
  * a row lock (an ack behind a user's open transaction), so a pop's lease
- * starts as late as possible; if the transaction still ran long for the leases it granted,
- * it fails and its requests run again one by one.
+ * starts as late as possible; if the transaction still ran long for the
+ * leases it granted, it fails and its requests run again one by one.
  */
 static void
 queen_shard_consume_batch_body(void *arg)

@@ -187,7 +187,7 @@ extern int	queen_ack(const char *group, QueenAckItem *items, int nitems);
 /*
  * A consumer row: the unit of every consumption lock.  The global lock
  * order takes them in ascending (partition id, group), after any partition
- * row (docs/ARCHITECTURE.md, "Lock order").
+ * row (docs/ARCHITECTURE.md, "Global lock order").
  */
 typedef struct QueenConsumerKey
 {
