@@ -113,25 +113,21 @@ static const char *const sql_renew =
  * The consumer rows a transaction is about to ack or renew under several
  * groups or requests, locked in the global order (ascending partition id,
  * then group).  The ORDER BY sorts before the rows are locked, so they are
- * taken in that order; the second form adds the live leases of the lease
- * ids given, found by a scan as the renewal itself finds them.
+ * taken in that order.  The live leases of the lease ids given are found
+ * by a scan, as the renewal itself finds them; with none given, the
+ * one-time filter skips that scan.
  */
-#define QUEEN_LOCK_KEYS \
-"SELECT k.p, k.g FROM unnest($1::uuid[], $2::text[]) AS k(p, g)"
 static const char *const sql_lock_consumers =
 "SELECT 1 FROM queen.log_consumers c"
-" WHERE (c.partition_id, c.consumer_group) IN (" QUEEN_LOCK_KEYS ")"
-" ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c";
-static const char *const sql_lock_consumers_leases =
-"SELECT 1 FROM queen.log_consumers c"
-" WHERE (c.partition_id, c.consumer_group) IN (" QUEEN_LOCK_KEYS
-"       UNION ALL SELECT l.partition_id, l.consumer_group FROM queen.log_consumers l"
-"        WHERE l.worker_id = ANY ($3) AND l.lease_expires_at > now())"
+" WHERE (c.partition_id, c.consumer_group) IN"
+"       (SELECT k.p, k.g FROM unnest($1::uuid[], $2::text[]) AS k(p, g)"
+"        UNION ALL"
+"        SELECT l.partition_id, l.consumer_group FROM queen.log_consumers l"
+"         WHERE cardinality($3) > 0 AND l.worker_id = ANY ($3) AND l.lease_expires_at > now())"
 " ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c";
 
 static SPIPlanPtr queen_ack_lock_plan = NULL;
 static SPIPlanPtr queen_lock_consumers_plan = NULL;
-static SPIPlanPtr queen_lock_consumers_leases_plan = NULL;
 static SPIPlanPtr queen_ack_partition_plan = NULL;
 static SPIPlanPtr queen_ack_update_plan = NULL;
 static SPIPlanPtr queen_dlq_insert_plan = NULL;
@@ -314,6 +310,23 @@ queen_ack_visit_below(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
 	return true;
 }
 
+/* The items' transactionIds hashed as log_txns stores them. */
+static void
+queen_ack_hash(QueenAckGroup *g)
+{
+	int			i;
+
+	g->hashes = palloc(QUEEN_HASH_LEN * (Size) g->n);
+	for (i = 0; i < g->n; i++)
+	{
+		QueenAckItem *item = g->items[i];
+
+		queen_txn_hash(item->transaction_id ? item->transaction_id : "",
+					   item->transaction_id ? item->txn_len : 0,
+					   g->hashes + (Size) i * QUEEN_HASH_LEN);
+	}
+}
+
 /* eff and below of every item of the group (5.4 step 3). */
 static void
 queen_ack_resolve(QueenAckGroup *g)
@@ -322,16 +335,10 @@ queen_ack_resolve(QueenAckGroup *g)
 	int64		hi = g->batch_end >= 0 ? g->batch_end : PG_INT64_MAX;
 	int			i;
 
-	g->hashes = palloc(QUEEN_HASH_LEN * (Size) g->n);
 	g->eff = palloc(sizeof(int64) * g->n);
 	g->below = palloc(sizeof(int64) * g->n);
 	for (i = 0; i < g->n; i++)
 	{
-		QueenAckItem *item = g->items[i];
-
-		queen_txn_hash(item->transaction_id ? item->transaction_id : "",
-					   item->transaction_id ? item->txn_len : 0,
-					   g->hashes + (Size) i * QUEEN_HASH_LEN);
 		g->eff[i] = -1;
 		g->below[i] = -1;
 	}
@@ -715,13 +722,9 @@ queen_ack_whole_batch(QueenAckGroup *g)
 	memset(&digest, 0, sizeof(digest));
 	for (i = 0; i < g->n; i++)
 	{
-		QueenAckItem *item = g->items[i];
-		uint8		hash[QUEEN_HASH_LEN];
-
-		if (item->status != QUEEN_ACK_COMPLETED || item->transaction_id == NULL)
+		if (g->items[i]->status != QUEEN_ACK_COMPLETED || g->items[i]->transaction_id == NULL)
 			return false;
-		queen_txn_hash(item->transaction_id, item->txn_len, hash);
-		queen_txn_digest_add(&digest, hash);
+		queen_txn_digest_add(&digest, g->hashes + (Size) i * QUEEN_HASH_LEN);
 	}
 	if (memcmp(&digest, &g->digest, sizeof(digest)) != 0)
 		return false;
@@ -750,6 +753,7 @@ queen_ack_group(QueenAckGroup *g, MemoryContext out_cxt)
 
 	if (!queen_ack_lock(g, out_cxt))
 		return false;
+	queen_ack_hash(g);
 	if (queen_ack_whole_batch(g))
 		return true;
 	queen_ack_resolve(g);
@@ -894,7 +898,6 @@ queen_lock_consumers(const QueenConsumerKey *keys, int nkeys,
 	Datum	   *pids;
 	Datum	   *groups;
 	Datum	   *lease_ids;
-	SPIPlanPtr	plan;
 	int			i;
 
 	if (nkeys + nleases == 0)
@@ -914,11 +917,7 @@ queen_lock_consumers(const QueenConsumerKey *keys, int nkeys,
 	values[2] = queen_array_datum(lease_ids, nleases, TEXTOID);
 
 	queen_spi_connect();
-	if (nleases == 0)
-		plan = queen_plan_once(&queen_lock_consumers_plan, sql_lock_consumers, 2, types, false);
-	else
-		plan = queen_plan_once(&queen_lock_consumers_leases_plan, sql_lock_consumers_leases,
-							   3, types, false);
-	queen_exec(plan, values, SPI_OK_SELECT, "locking consumer rows in order");
+	queen_exec(queen_plan_once(&queen_lock_consumers_plan, sql_lock_consumers, 3, types, false),
+			   values, SPI_OK_SELECT, "locking consumer rows in order");
 	SPI_finish();
 }
