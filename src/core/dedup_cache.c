@@ -485,6 +485,9 @@ queen_dedup_cache_get(const pg_uuid_t *pid, TimestampTz generation, int64 from,
 	/* still true, only not from this low: a probe above its floor may use it (dedup runs) */
 	if (e->floor > from)
 		return NULL;
+	/* it ends below from: it answers nothing there, and a walk from from cannot extend it */
+	if (e->verified_upto < from)
+		return NULL;
 	dlist_move_head(&queen_dedup_lru, &e->lru);
 	return e;
 }

@@ -221,9 +221,6 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 		if (floor > from)
 			cached = queen_dedup_cache_get(&t->pid, t->generation, floor, cutoff,
 										   t->last_offset);
-		/* an entry that ends below the runs can never be extended: start one above them */
-		if (cached != NULL && queen_dedup_cache_verified_upto(cached) < floor)
-			cached = NULL;
 	}
 	read_from = floor;
 	if (cached != NULL)
