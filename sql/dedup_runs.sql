@@ -4,13 +4,19 @@
 -- probe shows what it reads.
 SET queen.dedup_cache_mb = 0;
 
+-- messages n = first..last pushed to partition p, transactionIds tx<n>:
+-- how many were queued
+CREATE FUNCTION pg_temp.push_dr(first int, last int) RETURNS bigint LANGUAGE sql AS $$
+	SELECT count(*) FROM generate_series(first, last) g,
+	       LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
+	 WHERE p.status = 'queued'
+$$;
+
 -- what earlier tests pushed is indexed first, so that only this queue's
 -- partition is behind below
 SELECT queen.dedup_index(1, 1000000) >= 0 AS indexed_earlier;
 
-SELECT count(*) AS pushed
-  FROM generate_series(1, 300) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
- WHERE p.status = 'queued';
+SELECT pg_temp.push_dr(1, 300) AS pushed;
 SELECT queen.dedup_index(100, 10) AS indexed;
 
 CREATE TEMP VIEW runs AS
@@ -24,41 +30,29 @@ SELECT run_start, run_end, run_hashes, count(*) AS nrows, sum(length(keys)) / 12
 SELECT * FROM runs;
 
 -- below the threshold nothing is indexed
-SELECT count(*) AS pushed
-  FROM generate_series(301, 350) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
- WHERE p.status = 'queued';
+SELECT pg_temp.push_dr(301, 350) AS pushed;
 SELECT queen.dedup_index(100, 10) AS indexed;
 SELECT count(*) AS runs FROM runs;
 
 -- the next runs start where the one below ends; runs of one size class
 -- (300, 250, 110 and 120 hashes: up to 4 times p_min_hashes) stay apart
 -- until there are four, which are merged into one
-SELECT count(*) AS pushed
-  FROM generate_series(351, 550) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
- WHERE p.status = 'queued';
+SELECT pg_temp.push_dr(351, 550) AS pushed;
 SELECT queen.dedup_index(100, 10) AS indexed;
-SELECT count(*) AS pushed
-  FROM generate_series(551, 660) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
- WHERE p.status = 'queued';
+SELECT pg_temp.push_dr(551, 660) AS pushed;
 SELECT queen.dedup_index(100, 10) AS indexed;
 SELECT * FROM runs;
-SELECT count(*) AS pushed
-  FROM generate_series(661, 780) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
- WHERE p.status = 'queued';
+SELECT pg_temp.push_dr(661, 780) AS pushed;
 SELECT queen.dedup_index(100, 10) AS indexed;
 SELECT * FROM runs;
 
 -- a new run above the merged one
-SELECT count(*) AS pushed
-  FROM generate_series(781, 890) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
- WHERE p.status = 'queued';
+SELECT pg_temp.push_dr(781, 890) AS pushed;
 SELECT queen.dedup_index(100, 10) AS indexed;
 SELECT * FROM runs;
 
 -- and a tail the runs do not cover yet
-SELECT count(*) AS pushed
-  FROM generate_series(891, 900) g, LATERAL queen.push('dr', jsonb_build_object('n', g), 'p', 'tx' || g) p
- WHERE p.status = 'queued';
+SELECT pg_temp.push_dr(891, 900) AS pushed;
 
 -- Repeats in the older run, the newer run and the tail are duplicates naming
 -- their originals; a new transactionId is queued.  log_txns is read only to
