@@ -59,7 +59,7 @@ queen_rows_user_trigger(Relation rel)
 }
 
 /* Whether row-level security on rel applies to the current user. */
-static bool
+bool
 queen_rows_rls_applies(Relation rel)
 {
 	return rel->rd_rel->relrowsecurity &&
@@ -187,7 +187,7 @@ queen_alloc_needs_checks(Relation rel)
  * A range table entry for a direct write to relid, as a statement's would
  * be, for its privilege check (ExecCheckRTPerms).
  */
-static RangeTblEntry *
+RangeTblEntry *
 queen_rows_rte(Oid relid, AclMode perms)
 {
 	RangeTblEntry *rte = makeNode(RangeTblEntry);

@@ -10,9 +10,9 @@
  * (docs/ARCHITECTURE.md, "The allocator"):
  *
  *	1. validate every segment (names, msg_count, 16-byte stride, blob);
- *	2. when every partition's id is cached in this process, one pre-lock
- *	   by primary key that locks all rows or none (and then 3 is done; a
- *	   one-segment bundle locks its one row directly);
+ *	2. when every partition's id is cached in this process, the pre-lock
+ *	   from C by primary key (log_lock.c), which finds every row before it
+ *	   locks any (and then 3 is done);
  *	   otherwise one existence count and, only when something is missing,
  *	   the two provisioning INSERTs, each ordered on its unique key;
  *	3. one set-based pre-lock of every partition row, ascending id;
@@ -31,8 +31,8 @@
  * monotone per partition in commit order.
  *
  * The steps live in files of their own, private to the write path
- * (log_write_int.h): the dedup probe (dedup_probe.c), the row inserts
- * (log_rows.c), the offsets of partitions this transaction already holds
+ * (log_write_int.h): the pre-lock by id (log_lock.c), the dedup probe
+ * (dedup_probe.c), the row inserts (log_rows.c), the offsets of partitions this transaction already holds
  * (log_deferred.c); the partition id cache is pid_cache.c.  This file
  * resolves and locks the partitions and drives the steps in order.
  *
@@ -108,29 +108,9 @@ static const char *const sql_prelock =
 "   FOR NO KEY UPDATE OF p";
 
 /*
- * The pre-lock of a bundle whose partition ids are all known (pid_cache.c):
- * primary key lookups instead of the name joins, and no existence count.
- * The one-time filter locks nothing unless every id is visible: a stale id
- * (a partition deleted since it was cached) then returns no rows and holds
- * no row lock, so the caller can fall back to the name path and provision
- * without holding any lock.  The same id twice also fails the
- * filter (count(*) counts rows, not ids), and the name path reports it.
- */
-static const char *const sql_prelock_ids =
-"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at, p.ctid"
-"  FROM unnest($1::uuid[]) WITH ORDINALITY AS u(pid, ord)"
-"  JOIN queen.log_partitions p ON p.id = u.pid"
-"  JOIN queen.queues q ON q.id = p.queue_id"
-" WHERE (SELECT count(*) FROM queen.log_partitions x WHERE x.id = ANY ($1))"
-"       = cardinality($1)"
-" ORDER BY p.id"
-"   FOR NO KEY UPDATE OF p";
-
-/*
- * One row by id, with the pre-lock's columns: log_push_one_v1's lock, and
- * the pre-lock of a one-segment bundle whose id is cached.  One row locks
- * all or none by itself, so it needs neither the pre-lock's filter (half
- * the CPU of a one-message push's pre-lock) nor its sort.
+ * One row by id, with the pre-lock's columns: log_push_one_v1's lock where
+ * row-level security applies to the tables, which the lock from C
+ * (log_lock.c) leaves to a statement.
  */
 static const char *const sql_lock_one =
 "SELECT 1::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at, p.ctid"
@@ -176,7 +156,6 @@ typedef enum QueenPlanId
 	PLAN_PROVISION_QUEUES,
 	PLAN_PROVISION_PARTITIONS,
 	PLAN_PRELOCK,
-	PLAN_PRELOCK_IDS,
 	PLAN_LOCK_ONE,
 	PLAN_WRITE,
 	PLAN_PID_NAMES,
@@ -202,7 +181,6 @@ static const QueenStatement queen_statements[PLAN_COUNT] =
 	{TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID}, "partition provisioning"},
 	[PLAN_PRELOCK] = {&sql_prelock, NAME_ARGS,
 	{TEXTARRAYOID, TEXTARRAYOID, UUIDARRAYOID}, "pre-lock"},
-	[PLAN_PRELOCK_IDS] = {&sql_prelock_ids, 1, {UUIDARRAYOID}, "pre-lock by id"},
 	[PLAN_LOCK_ONE] = {&sql_lock_one, 1, {UUIDOID}, "lock of one partition"},
 	[PLAN_WRITE] = {&sql_write, 3, {UUIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID},
 	"allocator statement"},
@@ -577,40 +555,44 @@ queen_bundle_own(QueenSegment *segs, int nsegs, const Datum *pids, MemoryContext
 }
 
 /*
- * The pre-lock of a bundle whose ids are all cached.  True when it locked
- * every row, and its rows are in SPI_tuptable; false when the name path
- * must resolve them (nothing of this statement is then left to free).
+ * The pre-lock of a bundle whose ids are all cached, from C (log_lock.c):
+ * its targets in ascending partition id, every row locked; or NULL when the
+ * name path must resolve them (a stale id, the same id twice, row-level
+ * security).  A row deleted while the others were locked leaves those
+ * locked, and the ids that led there are forgotten.
  */
-static bool
-queen_prelock_by_id(int nsegs, const QueenBundleIds *ids)
+static QueenTarget **
+queen_prelock_by_id(QueenSegment *segs, int nsegs, const QueenBundleIds *ids)
 {
-	Datum		idarray;
+	QueenTarget *targets = palloc(sizeof(QueenTarget) * nsegs);
+	QueenTarget **ordered = palloc(sizeof(QueenTarget *) * nsegs);
 	int			i;
 
-	if (nsegs == 1)
+	for (i = 0; i < nsegs; i++)
 	{
-		queen_run(PLAN_LOCK_ONE, &ids->pids[0], SPI_OK_SELECT);
-		if (SPI_processed == 1)
-			return true;
-		SPI_freetuptable(SPI_tuptable);	/* a stale id: nothing locked */
-		return false;
+		targets[i].seg = &segs[i];
+		targets[i].pid = *DatumGetUUIDP(ids->pids[i]);
+		targets[i].tid_valid = false;
+		ordered[i] = &targets[i];
 	}
+	qsort(ordered, nsegs, sizeof(QueenTarget *), queen_target_pid_cmp);
+	for (i = 1; i < nsegs; i++)
+		if (queen_uuid_cmp(&ordered[i - 1]->pid, &ordered[i]->pid) == 0)
+			return NULL;		/* the name path names the segment */
 
-	idarray = queen_array_datum(ids->pids, nsegs, UUIDOID);
-	queen_run(PLAN_PRELOCK_IDS, &idarray, SPI_OK_SELECT);
-	if (SPI_processed == (uint64) nsegs)
-		return true;
-
-	/*
-	 * A stale id (none locked), or a row deleted between the filter and the
-	 * lock (some locked): the name path resolves and, if needed, creates
-	 * them again.
-	 */
-	if (SPI_processed > 0)
-		for (i = 0; i < nsegs; i++)
-			queen_pid_cache_forget(&ids->keys[i]);
-	SPI_freetuptable(SPI_tuptable);
-	return false;
+	switch (queen_lock_partitions(ordered, nsegs))
+	{
+		case QUEEN_LOCK_ALL:
+			return ordered;
+		case QUEEN_LOCK_SOME:
+			for (i = 0; i < nsegs; i++)
+				queen_pid_cache_forget(&ids->keys[i]);
+			break;
+		case QUEEN_LOCK_NONE:
+		case QUEEN_LOCK_STATEMENT:
+			break;
+	}
+	return NULL;
 }
 
 /*
@@ -673,12 +655,11 @@ queen_prelock_by_name(const QueenSegment *segs, int nsegs)
 }
 
 /*
- * The targets of a pre-lock's rows (in SPI_tuptable, ascending partition
- * id), which it frees; rows resolved by name refresh the id cache.
+ * The targets of the name pre-lock's rows (in SPI_tuptable, ascending
+ * partition id), which it frees; they refresh the id cache.
  */
 static QueenTarget **
-queen_prelocked_targets(QueenSegment *segs, int nsegs, const QueenBundleIds *ids,
-						bool by_id)
+queen_prelocked_targets(QueenSegment *segs, int nsegs, const QueenBundleIds *ids)
 {
 	QueenTarget *targets = palloc(sizeof(QueenTarget) * nsegs);
 	QueenTarget **ordered = palloc(sizeof(QueenTarget *) * nsegs);
@@ -705,8 +686,7 @@ queen_prelocked_targets(QueenSegment *segs, int nsegs, const QueenBundleIds *ids
 		t->generation = queen_get_timestamptz(tuple, desc, 6);
 		queen_get_tid(tuple, desc, 7, t);
 		ordered[r] = t;
-		if (!by_id)
-			queen_pid_cache_put(ids->idents[ord - 1], ids->ident_lens[ord - 1],
+		queen_pid_cache_put(ids->idents[ord - 1], ids->ident_lens[ord - 1],
 								&ids->keys[ord - 1], &t->pid);
 
 		if (r > 0 && queen_uuid_cmp(&ordered[r - 1]->pid, &t->pid) == 0)
@@ -726,8 +706,7 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 {
 	MemoryContext out_cxt = CurrentMemoryContext;
 	QueenBundleIds ids;
-	bool		by_id = false;
-	QueenTarget **ordered;
+	QueenTarget **ordered = NULL;
 	TimestampTz now;
 	int			i;
 
@@ -760,10 +739,12 @@ queen_push_bundle(QueenSegment *segs, int nsegs)
 	queen_alloc_flush_connected();
 
 	if (ids.all_cached)
-		by_id = queen_prelock_by_id(nsegs, &ids);
-	if (!by_id)
+		ordered = queen_prelock_by_id(segs, nsegs, &ids);
+	if (ordered == NULL)
+	{
 		queen_prelock_by_name(segs, nsegs);
-	ordered = queen_prelocked_targets(segs, nsegs, &ids, by_id);
+		ordered = queen_prelocked_targets(segs, nsegs, &ids);
+	}
 
 	/* One stamp for the bundle, after every lock is held. */
 	now = GetCurrentTimestamp();
@@ -818,6 +799,28 @@ queen_check_resolved(const QueenSegment *seg, const pg_uuid_t *pid)
 	queen_pid_cache_put(ident, len, &key, pid);
 }
 
+/* Lock t's row by the statement, which honours row-level security. */
+static void
+queen_lock_one_statement(QueenTarget *t)
+{
+	Datum		value = UUIDPGetDatum(&t->pid);
+	HeapTuple	tuple;
+	TupleDesc	desc;
+
+	queen_run(PLAN_LOCK_ONE, &value, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		queen_partition_missing(&t->pid);
+	tuple = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	t->last_offset = queen_get_int64(tuple, desc, 4);
+	t->txns_start = queen_get_int64(tuple, desc, 5);
+	t->queue_window = queen_get_int32(tuple, desc, 3);
+	t->window = t->seg->window_set ? t->seg->window_in : t->queue_window;
+	t->generation = queen_get_timestamptz(tuple, desc, 6);
+	queen_get_tid(tuple, desc, 7, t);
+	SPI_freetuptable(SPI_tuptable);
+}
+
 /*
  * Push one segment whose partition id is already known, as log_push_one_v1
  * does when its caller resolved it.  With the window given as 0 the
@@ -830,7 +833,6 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 	MemoryContext out_cxt = CurrentMemoryContext;
 	QueenTarget target;
 	QueenTarget *tp = &target;
-	Datum		value = UUIDPGetDatum(pid);
 
 	queen_validate_segment(seg, 1);
 	seg->status = QUEEN_SEGMENT_PENDING;
@@ -865,21 +867,17 @@ queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid)
 	}
 	else
 	{
-		HeapTuple	tuple;
-		TupleDesc	desc;
-
-		queen_run(PLAN_LOCK_ONE, &value, SPI_OK_SELECT);
-		if (SPI_processed != 1)
-			queen_partition_missing(pid);
-		tuple = SPI_tuptable->vals[0];
-		desc = SPI_tuptable->tupdesc;
-		target.last_offset = queen_get_int64(tuple, desc, 4);
-		target.txns_start = queen_get_int64(tuple, desc, 5);
-		target.queue_window = queen_get_int32(tuple, desc, 3);
-		target.window = seg->window_set ? seg->window_in : target.queue_window;
-		target.generation = queen_get_timestamptz(tuple, desc, 6);
-		queen_get_tid(tuple, desc, 7, &target);
-		SPI_freetuptable(SPI_tuptable);
+		switch (queen_lock_partitions(&tp, 1))
+		{
+			case QUEEN_LOCK_ALL:
+				break;
+			case QUEEN_LOCK_STATEMENT:
+				queen_lock_one_statement(&target);
+				break;
+			case QUEEN_LOCK_NONE:
+			case QUEEN_LOCK_SOME:
+				queen_partition_missing(pid);
+		}
 		queen_allocate_locked(&tp, 1, GetCurrentTimestamp(), out_cxt, false);
 	}
 

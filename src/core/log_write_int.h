@@ -2,8 +2,8 @@
  *
  * log_write_int.h
  *	  What the write path's steps share: a segment resolved to its locked
- *	  partition row, and the steps that take one (the dedup probe, the row
- *	  inserts, the transaction's deferred offsets).
+ *	  partition row, and the steps that take one (the pre-lock by id, the
+ *	  dedup probe, the row inserts, the transaction's deferred offsets).
  *
  * Private to the write path: log_write.c drives these steps in order; no
  * other part of Queen includes this header.
@@ -15,7 +15,9 @@
 
 #include "log_write.h"
 
+#include "nodes/parsenodes.h"
 #include "storage/itemptr.h"
+#include "utils/relcache.h"
 
 /*
  * last_write_at is indexed: every write path rewrites it only when it is
@@ -47,6 +49,19 @@ extern bool queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 /* The allocator's update and the segment and hash rows (log_rows.c). */
 extern void queen_update_partitions(QueenTarget **targets, int n, TimestampTz now);
 extern void queen_insert_rows(QueenTarget **targets, int n);
+extern RangeTblEntry *queen_rows_rte(Oid relid, AclMode perms);
+extern bool queen_rows_rls_applies(Relation rel);
+
+/* What came of a pre-lock of partitions by id (log_lock.c). */
+typedef enum QueenLockResult
+{
+	QUEEN_LOCK_ALL,				/* every row locked, its target filled in */
+	QUEEN_LOCK_NONE,			/* a row is missing: nothing locked */
+	QUEEN_LOCK_SOME,			/* a row vanished as we locked: some stay locked */
+	QUEEN_LOCK_STATEMENT		/* row-level security applies: a statement must lock */
+} QueenLockResult;
+
+extern QueenLockResult queen_lock_partitions(QueenTarget **targets, int n);
 
 /* Partitions this transaction already holds (log_deferred.c). */
 extern void queen_own_locked(const QueenTarget *t, bool described);

@@ -9,13 +9,13 @@
  * log_partitions' unique index; in the steady state every partition of a
  * bundle exists and its id never changes.  So each process remembers the
  * ids its name pre-locks returned and, when every segment of a bundle has
- * one, pre-locks by primary key instead (sql_prelock_ids).
+ * one, pre-locks by primary key instead (log_lock.c).
  *
  * An entry is only a hint: the pre-lock by id proves that the row exists
- * while it takes the lock, and ids are never reused (gen_random_uuid) nor
+ * before it takes the lock, and ids are never reused (gen_random_uuid) nor
  * moved to another name (nothing updates log_partitions.name, queue_id or
  * queues.name/tenant_id).  A stale entry (the partition was deleted, or its
- * creating transaction rolled back) makes the pre-lock return no rows and
+ * creating transaction rolled back) makes the pre-lock lock nothing, and
  * the bundle takes the name path, which provisions and refreshes the entry.
  *
  *-------------------------------------------------------------------------
