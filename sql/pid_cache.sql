@@ -30,4 +30,19 @@ SELECT count(*) AS segments FROM queen.log_segments s
   JOIN queen.log_partitions p ON p.id = s.partition_id
   JOIN queen.queues q ON q.id = p.queue_id WHERE q.name IN ('pc1', 'pc2', 'pc3');
 
-SELECT queen.delete_queue_v1(n)->>'deleted' AS deleted FROM unnest(ARRAY['pc1', 'pc2', 'pc3']) AS n;
+-- A bundle by cached ids beside a partition this transaction already wrote:
+-- the pre-lock finds and locks the transaction's own newest version of that
+-- row, so its offsets go on from the transaction's last push, not from the
+-- row as it was committed.
+SELECT status, log_offset FROM queen.push('{"items":[{"queue":"pc4","partition":"a","payload":1},{"queue":"pc4","partition":"b","payload":1}]}');
+BEGIN;
+SELECT status, log_offset FROM queen.push('pc4', '2', 'a');
+SELECT log_offset FROM queen.read('pc4', 'a') ORDER BY 1 DESC LIMIT 1;
+SELECT status, log_offset FROM queen.push('{"items":[{"queue":"pc4","partition":"a","payload":3},{"queue":"pc4","partition":"b","payload":3}]}');
+COMMIT;
+SELECT p.name AS partition, p.last_offset, count(s.*) AS segments
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+  LEFT JOIN queen.log_segments s ON s.partition_id = p.id
+ WHERE q.name = 'pc4' GROUP BY 1, 2 ORDER BY 1;
+
+SELECT queen.delete_queue_v1(n)->>'deleted' AS deleted FROM unnest(ARRAY['pc1', 'pc2', 'pc3', 'pc4']) AS n;

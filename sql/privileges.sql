@@ -25,6 +25,33 @@ RESET ROLE;
 SELECT log_offset, payload FROM queen.read('priv.events');
 SELECT log_offset, payload FROM queen.read('priv.events', 'b');
 
+-- The pre-lock by id (log_lock.c) checks what its statement would: FOR NO
+-- KEY UPDATE needs UPDATE on log_partitions.  This process has the ids
+-- cached, so the push takes that path, is refused, and writes nothing.
+REVOKE UPDATE ON queen.log_partitions FROM regress_queen_pusher;
+SET ROLE regress_queen_pusher;
+SELECT status, log_offset FROM queen.push('priv.events', '{"n": 4}');
+RESET ROLE;
+GRANT UPDATE ON queen.log_partitions TO regress_queen_pusher;
+SELECT max(log_offset) AS last_stored FROM queen.read('priv.events');
+
+-- Row-level security on log_partitions is applied by a statement: a policy
+-- that hides partition "hidden" from the pusher makes its push fail even
+-- with the id cached, while another partition of the queue still pushes.
+SELECT status FROM queen.push('priv.events', '{"n": 5}', 'hidden');
+ALTER TABLE queen.log_partitions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY regress_hide ON queen.log_partitions FOR ALL TO regress_queen_pusher
+	USING (name <> 'hidden') WITH CHECK (name <> 'hidden');
+SET ROLE regress_queen_pusher;
+\set VERBOSITY terse
+SELECT status FROM queen.push('priv.events', '{"n": 6}', 'hidden');
+\set VERBOSITY default
+SELECT status, log_offset FROM queen.push('priv.events', '{"n": 7}', 'b');
+RESET ROLE;
+DROP POLICY regress_hide ON queen.log_partitions;
+ALTER TABLE queen.log_partitions DISABLE ROW LEVEL SECURITY;
+SELECT log_offset, payload FROM queen.read('priv.events', 'hidden');
+
 -- the segment rows still honour the foreign key's cascade
 SELECT count(*) AS segments_before FROM queen.log_segments s
   JOIN queen.log_partitions p ON p.id = s.partition_id
@@ -82,6 +109,17 @@ ALTER TABLE queen.log_partitions ADD CONSTRAINT regress_offset_cap CHECK (last_o
 SELECT pg_temp.try_push('priv.trigger');
 SELECT pg_temp.try_push('priv.trigger');
 ALTER TABLE queen.log_partitions DROP CONSTRAINT regress_offset_cap;
+SELECT max(log_offset) AS last_stored FROM queen.read('priv.trigger');
+-- and one added to log_segments or log_txns binds their rows, which are
+-- otherwise not checked (their own constraints hold by construction)
+ALTER TABLE queen.log_segments ADD CONSTRAINT regress_base_cap CHECK (base_offset < 5) NOT VALID;
+SELECT pg_temp.try_push('priv.trigger');
+SELECT pg_temp.try_push('priv.trigger');
+ALTER TABLE queen.log_segments DROP CONSTRAINT regress_base_cap;
+ALTER TABLE queen.log_txns ADD CONSTRAINT regress_txn_cap CHECK (end_offset < 6) NOT VALID;
+SELECT pg_temp.try_push('priv.trigger');
+SELECT pg_temp.try_push('priv.trigger');
+ALTER TABLE queen.log_txns DROP CONSTRAINT regress_txn_cap;
 SELECT max(log_offset) AS last_stored FROM queen.read('priv.trigger');
 DROP TABLE regress_fired;
 DROP FUNCTION regress_note_insert();

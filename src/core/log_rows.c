@@ -5,9 +5,9 @@
  *	  pre-locked partition rows, and the segment and hash rows.
  *
  * The segment and hash rows are inserted the way COPY FROM inserts them:
- * table_tuple_insert, the table's CHECK and NOT NULL constraints, and its
- * index entries, without a statement, a plan or the executor's per-row
- * machinery.  That was a third of a shard's CPU per segment.
+ * table_tuple_insert and the table's index entries, without a statement,
+ * a plan or the executor's per-row machinery; the table's constraints are
+ * checked when it has one the write path does not ensure by itself.  That was a third of a shard's CPU per segment.
  *
  * Row triggers are not fired.  The only one these tables have is the
  * foreign key check of log_segments.partition_id, and it has nothing to
@@ -39,6 +39,7 @@ typedef struct QueenRowTable
 	Relation	rel;
 	ResultRelInfo *rri;
 	TupleTableSlot *slot;
+	bool		checks;			/* a constraint the write path does not ensure */
 } QueenRowTable;
 
 /* the first four columns of both tables; the fifth is the table's data */
@@ -93,8 +94,30 @@ queen_rows_refuse_bypass(Relation rel)
 				 errhint("Control who may push with GRANT and REVOKE on the queen functions and tables, and disable row-level security on queen's tables.")));
 }
 
+/*
+ * Whether a write to rel must check the table's constraints: only when it
+ * has a CHECK constraint other than queen--1.0.sql's own, own_check.  The
+ * write path ensures that one by construction (a segment's range from its
+ * validated msg_count, the hash blob's stride validated against it, a
+ * partition's name untouched by the allocator), and no column is written
+ * NULL; checking it would only cost, since its expression is read and
+ * prepared again for every push (a tenth of a one-message push's inserts).
+ */
+static bool
+queen_rows_need_checks(Relation rel, const char *own_check)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	int			i;
+
+	for (i = 0; constr != NULL && i < constr->num_check; i++)
+		if (strcmp(constr->check[i].ccname, own_check) != 0)
+			return true;
+	return false;
+}
+
 static void
-queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column)
+queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column,
+				const char *own_check)
 {
 	TupleDesc	desc;
 	int			i;
@@ -115,6 +138,7 @@ queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column)
 					 errhint("Drop and create the extension again.")));
 	}
 	queen_rows_refuse_bypass(t->rel);
+	t->checks = queen_rows_need_checks(t->rel, own_check);
 	t->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(t->rri, t->rel, rti, NULL, 0);
 	ExecOpenIndices(t->rri, false);
@@ -136,7 +160,8 @@ queen_rows_put(QueenRowTable *t, EState *estate, CommandId cid, const pg_uuid_t 
 	memset(slot->tts_isnull, false, sizeof(bool) * 5);
 	ExecStoreVirtualTuple(slot);
 
-	ExecConstraints(t->rri, slot, estate);
+	if (t->checks)
+		ExecConstraints(t->rri, slot, estate);
 	table_tuple_insert(t->rel, slot, cid, 0, NULL);
 	ExecInsertIndexTuples(t->rri, slot, estate, false, false, NULL, NIL);
 	ResetPerTupleExprContext(estate);
@@ -163,25 +188,6 @@ typedef enum QueenAllocColumn
 
 static const char *const queen_alloc_columns[ALLOC_NCOLUMNS] =
 {"id", "last_offset", "oldest_live_at", "oldest_txn_at", "last_write_at"};
-
-/*
- * Whether the allocator's update must check the table's constraints: only
- * when it has a CHECK constraint other than queen--1.0.sql's name check.
- * That one reads a column the update leaves alone, and the update sets no
- * column to NULL, so checking it would only cost (its expression is
- * prepared again for every push: most of a one-message push's update).
- */
-static bool
-queen_alloc_needs_checks(Relation rel)
-{
-	TupleConstr *constr = RelationGetDescr(rel)->constr;
-	int			i;
-
-	for (i = 0; constr != NULL && i < constr->num_check; i++)
-		if (strcmp(constr->check[i].ccname, "log_partitions_name_check") != 0)
-			return true;
-	return false;
-}
 
 /*
  * A range table entry for a direct write to relid, as a statement's would
@@ -217,7 +223,7 @@ queen_rows_rte(Oid relid, AclMode perms)
  * which a statement honours.  The update is checked against the UPDATE
  * privilege as the statement would be, its index entries are made as the
  * executor makes them (none for a HOT update), and the table's CHECK
- * constraints are checked when one could fail (queen_alloc_needs_checks).
+ * constraints are checked when one could fail (queen_rows_need_checks).
  * Foreign-key triggers are not fired: the update changes no key.
  */
 void
@@ -273,7 +279,7 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	desc = RelationGetDescr(rel);
 	rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
-	checks = queen_alloc_needs_checks(rel);
+	checks = queen_rows_need_checks(rel, "log_partitions_name_check");
 	oldslot = table_slot_create(rel, NULL);
 	newslot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	cid = GetCurrentCommandId(true);
@@ -373,8 +379,8 @@ queen_insert_rows(QueenTarget **targets, int n)
 	ExecCheckRTPerms(rtable, true);
 	ExecInitRangeTable(estate, rtable);
 
-	queen_rows_open(&segments, relids[0], 1, "blob");
-	queen_rows_open(&txns, relids[1], 2, "hashes");
+	queen_rows_open(&segments, relids[0], 1, "blob", "log_segments_range_check");
+	queen_rows_open(&txns, relids[1], 2, "hashes", "log_txns_stride_check");
 	for (i = 0; i < n; i++)
 	{
 		QueenSegment *seg = targets[i]->seg;
