@@ -137,6 +137,12 @@ SELECT log_offset FROM queen.push('bt.ro', '{"n": 3}');
 ROLLBACK TO SAVEPOINT a;
 COMMIT;
 SELECT * FROM bt_state('bt.ro');
+-- and a read-only transaction's first push is refused before it locks the
+-- partition (its id is cached by now, so the pre-lock is the one from C)
+BEGIN READ ONLY;
+SELECT log_offset FROM queen.push('bt.ro', '{"n": 4}');
+ROLLBACK;
+SELECT * FROM bt_state('bt.ro');
 
 -- a partition's row deleted by hand after deferred pushes: the commit fails
 -- rather than leave segments of no partition

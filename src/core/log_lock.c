@@ -35,19 +35,15 @@
 #include "spi.h"
 
 #include "access/genam.h"
-#include "access/relscan.h"
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_index.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
-#include "storage/bufmgr.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
-#include "utils/rls.h"
 #include "utils/snapmgr.h"
 
 /* The columns the pre-lock reads, of log_partitions and of queues. */
@@ -227,6 +223,10 @@ queen_lock_partitions(QueenTarget **targets, int n)
 	bool		have_queue = false;
 	QueenLockResult result = QUEEN_LOCK_ALL;
 	int			i;
+
+	/* what the statement would refuse before it locked anything */
+	PreventCommandIfReadOnly("queen.push");
+	PreventCommandIfParallelMode("queen.push");
 
 	for (i = 0; i < LOCK_NCOLUMNS; i++)
 		cols[i] = queen_lock_attnum(part_relid, "log_partitions", queen_lock_columns[i]);
