@@ -101,6 +101,33 @@ SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx5');
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx600');
 RESET queen.dedup_filter_mb;
 
+-- With a run's filter kept, the chain of runs is kept too (per process,
+-- told apart by the newest run's last row): fifty more pushes of new
+-- transactionIds read one row of log_dedup each, the newest, instead of
+-- one more per run (each run's first row, to learn where it starts).
+SELECT count(*) AS runs FROM runs;
+SELECT pg_stat_force_next_flush();
+BEGIN;
+SELECT count(*) AS queued
+  FROM generate_series(1, 50) g, LATERAL queen.push('dr', '1'::jsonb, 'p', 'f3-' || g) p
+ WHERE p.status = 'queued';
+SELECT idx_tup_fetch BETWEEN 50 AND 60 AS one_row_a_push FROM pg_stat_xact_user_tables
+ WHERE schemaname = 'queen' AND relname = 'log_dedup';
+COMMIT;
+-- a run added above the kept chain, then four merged into one under it:
+-- repeats in the new runs and in the merged one are found all the same
+SELECT pg_temp.push_dr(901, 1010) AS pushed;
+SELECT queen.dedup_index(100, 10) AS indexed;
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx1000');
+SELECT pg_temp.push_dr(1011, 1120) AS pushed;
+SELECT queen.dedup_index(100, 10) AS indexed;
+SELECT pg_temp.push_dr(1121, 1230) AS pushed;
+SELECT queen.dedup_index(100, 10) AS indexed;
+SELECT * FROM runs;
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx1200');
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx950');
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx5');
+
 -- A chain with a run missing is not used: the probe reads log_txns instead
 -- and still finds the repeat.
 SELECT pg_stat_force_next_flush();

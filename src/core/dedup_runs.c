@@ -17,8 +17,9 @@
  * is rewritten about log4(window / min_hashes) times, in bulk.
  *
  * A probe asks each run above its floor about each incoming hash: the
- * run's Bloom filter (kept per process) first, then, for the keys it may
- * hold, one index descent to the row that may hold them.  What matches goes
+ * run's Bloom filter (kept per process, as is the partition's chain of
+ * runs) first, then, for the keys it may hold, one index descent to the
+ * row that may hold them.  What matches goes
  * to the probe's confirmation as a cache hit would: runs keep 8 of the 16
  * bytes and no time, so every match is compared in full against its
  * log_txns row.  Runs are an accelerator, never the record: a probe uses
@@ -229,6 +230,25 @@ queen_filter_evict(QueenRunFilter *f)
 	hash_search(queen_filters, &f->key, HASH_REMOVE, NULL);
 }
 
+/* The filter this process keeps of run (run_start, run_end], or NULL. */
+static QueenRunFilter *
+queen_filter_find(const pg_uuid_t *pid, int64 run_end, int64 run_start)
+{
+	QueenRunFilterKey key;
+	QueenRunFilter *f;
+
+	if (queen_filters == NULL || queen_dedup_filter_mb == 0)
+		return NULL;
+	memset(&key, 0, sizeof(key));
+	key.pid = *pid;
+	key.run_end = run_end;
+	key.run_start = run_start;
+	f = hash_search(queen_filters, &key, HASH_FIND, NULL);
+	if (f != NULL)
+		dlist_move_tail(&queen_filters_lru, &f->lru);
+	return f;
+}
+
 /*
  * The filter of run (run_start, run_end] of the partition, made from its
  * rows if this process has none, or NULL when it cannot fit.  slot holds
@@ -267,16 +287,13 @@ queen_filter_get(const pg_uuid_t *pid, int64 run_end, int64 run_start, int64 nke
 		queen_filters = hash_create("queen dedup filters", 256, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
+	f = queen_filter_find(pid, run_end, run_start);
+	if (f != NULL)
+		return f;
 	memset(&key, 0, sizeof(key));
 	key.pid = *pid;
 	key.run_end = run_end;
 	key.run_start = run_start;
-	f = hash_search(queen_filters, &key, HASH_FIND, NULL);
-	if (f != NULL)
-	{
-		dlist_move_tail(&queen_filters_lru, &f->lru);
-		return f;
-	}
 
 	nblocks = (uint32) Min((Max(nkeys, 1) * QUEEN_FILTER_BITS_PER_KEY + 511) / 512, PG_INT32_MAX);
 	bytes = (Size) nblocks * QUEEN_FILTER_BLOCK_WORDS * sizeof(uint64);
@@ -324,6 +341,101 @@ queen_filter_get(const pg_uuid_t *pid, int64 run_end, int64 run_start, int64 nke
 	dlist_push_tail(&queen_filters_lru, &f->lru);
 	queen_filters_bytes += bytes;
 	return f;
+}
+
+/* ----------------------------------------------------------------
+ *		Chains: which runs a partition has, in memory
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * A partition's runs as this process last read them, newest first, so
+ * that a probe need not read every run's first row again to learn where
+ * it starts: with a run's filter kept too, a probe whose keys the filters
+ * deny costs one index descent in all (the newest row), where it cost one
+ * per run, a fifth of a one-client log_push_multi_v1's CPU once its
+ * partitions held a dozen runs.
+ *
+ * The chain is told apart by the newest run's last row, its end, place
+ * and inserting transaction: the indexer changes a chain only by adding a
+ * run above it or by merging the newest runs, which rewrites that row, so
+ * a chain whose newest row is still the one it was read under is still
+ * the chain.  (A lookup into a run that is not there after all, say
+ * deleted by hand, fails as it did before, and the probe reads log_txns.)
+ * At most QUEEN_CHAINS_MAX partitions are remembered; beyond that the
+ * memory is given back and they are read again.
+ */
+#define QUEEN_CHAINS_MAX	16384
+
+typedef struct QueenRunChain
+{
+	pg_uuid_t	pid;			/* hash key: must be first */
+	int64		top_end;
+	ItemPointerData top_tid;
+	TransactionId top_xmin;
+	int			nlinks;
+	int			maxlinks;
+	QueenRunInfo *links;		/* newest first, each starting where the next ends */
+} QueenRunChain;
+
+static HTAB *queen_chains = NULL;
+static MemoryContext queen_chains_cxt = NULL;
+
+/* The chain of pid whose newest row is the one in slot, as far as it is known. */
+static QueenRunChain *
+queen_chain_get(const pg_uuid_t *pid, TupleTableSlot *slot)
+{
+	QueenRunChain *c;
+	bool		found;
+	bool		isnull;
+	int64		top_end = queen_runs_int64(slot, RUNS_ATT_END);
+	TransactionId xmin = DatumGetTransactionId(slot_getsysattr(slot, MinTransactionIdAttributeNumber,
+															   &isnull));
+
+	if (queen_chains == NULL || hash_get_num_entries(queen_chains) >= QUEEN_CHAINS_MAX)
+	{
+		HASHCTL		ctl;
+
+		if (queen_chains_cxt == NULL)
+			queen_chains_cxt = AllocSetContextCreate(TopMemoryContext, "queen dedup run chains",
+													 ALLOCSET_DEFAULT_SIZES);
+		else
+			MemoryContextReset(queen_chains_cxt);
+		ctl.keysize = sizeof(pg_uuid_t);
+		ctl.entrysize = sizeof(QueenRunChain);
+		ctl.hcxt = queen_chains_cxt;
+		queen_chains = hash_create("queen dedup run chains", 256, &ctl,
+								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	c = hash_search(queen_chains, pid, HASH_ENTER, &found);
+	if (!found)
+	{
+		c->maxlinks = 8;
+		c->links = MemoryContextAlloc(queen_chains_cxt, sizeof(QueenRunInfo) * c->maxlinks);
+	}
+	if (!found || c->top_end != top_end || c->top_xmin != xmin ||
+		!ItemPointerEquals(&c->top_tid, &slot->tts_tid))
+	{
+		c->top_end = top_end;
+		c->top_tid = slot->tts_tid;
+		c->top_xmin = xmin;
+		c->nlinks = 0;
+	}
+	return c;
+}
+
+static void
+queen_chain_append(QueenRunChain *c, int64 start, int64 end, int64 hashes)
+{
+	if (c->nlinks == c->maxlinks)
+	{
+		c->maxlinks *= 2;
+		c->links = repalloc(c->links, sizeof(QueenRunInfo) * c->maxlinks);
+	}
+	c->links[c->nlinks].start = start;
+	c->links[c->nlinks].end = end;
+	c->links[c->nlinks].hashes = hashes;
+	c->nlinks++;
 }
 
 /* ----------------------------------------------------------------
@@ -443,6 +555,7 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 	int64		covered = from;
 	int64		top;
 	int64		run_end;
+	QueenRunChain *chain;
 	bool		found;
 	int			i;
 
@@ -484,29 +597,47 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 	qsort(refs, k, sizeof(QueenKeyRef), queen_keyref_cmp);
 
 	/* down the chain: each run starts where the one below it ends */
+	chain = queen_chain_get(pid, slot);
 	scan = index_beginscan(heap, index, GetActiveSnapshot(), 2, 0);
 	keyscan = index_beginscan(heap, index, GetActiveSnapshot(), 3, 0);
-	for (run_end = top; run_end > from;)
+	for (i = 0, run_end = top; run_end > from; i++)
 	{
 		int64		run_start;
-		QueenRunFilter *filter;
+		QueenRunFilter *filter = NULL;
 
-		/* the run's first row says where it starts */
-		ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(run_end));
-		index_rescan(scan, keys, 2, NULL, 0);
-		if (!index_getnext_slot(scan, ForwardScanDirection, slot))
-			goto done;			/* no run ends here: the chain is broken */
-		run_start = queen_runs_int64(slot, RUNS_ATT_START);
-		if (run_start >= run_end)
-			goto done;			/* not a run as dedup_index writes them */
-		filter = queen_filter_get(pid, run_end, run_start,
-								  queen_runs_int64(slot, RUNS_ATT_HASHES), scan, slot);
+		if (i < chain->nlinks)
+		{
+			run_start = chain->links[i].start;
+			filter = queen_filter_find(pid, run_end, run_start);
+		}
+		if (filter == NULL)
+		{
+			/* the run's first row says where it starts, and makes its filter */
+			ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(run_end));
+			index_rescan(scan, keys, 2, NULL, 0);
+			if (!index_getnext_slot(scan, ForwardScanDirection, slot))
+				goto broken;	/* no run ends here: the chain is broken */
+			run_start = queen_runs_int64(slot, RUNS_ATT_START);
+			if (run_start >= run_end ||
+				(i < chain->nlinks && run_start != chain->links[i].start))
+				goto broken;	/* not a run as dedup_index writes them */
+			if (i == chain->nlinks)
+				queen_chain_append(chain, run_start, run_end,
+								   queen_runs_int64(slot, RUNS_ATT_HASHES));
+			filter = queen_filter_get(pid, run_end, run_start,
+									  queen_runs_int64(slot, RUNS_ATT_HASHES), scan, slot);
+		}
 		if (!queen_run_lookup(keyscan, slot, keys, filter, refs, k, run_end, run_start,
 							  from, hits))
-			goto done;
+			goto broken;
 		run_end = run_start;
 	}
 	covered = top;
+	goto done;
+
+broken:
+	/* read again next time; this probe reads log_txns above from */
+	chain->nlinks = 0;
 
 done:
 	if (refs != NULL)
