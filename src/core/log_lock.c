@@ -60,6 +60,9 @@ typedef enum QueenLockColumn
 static const char *const queen_lock_columns[LOCK_NCOLUMNS] =
 {"id", "queue_id", "last_offset", "txns_start", "created_at"};
 
+/* and of queues: its id and the window */
+static const char *const queen_queue_columns[2] = {"id", "dedup_window_seconds"};
+
 /* One table the pre-lock reads by its primary key. */
 typedef struct QueenKeyedTable
 {
@@ -67,27 +70,6 @@ typedef struct QueenKeyedTable
 	Relation	pkey;
 	TupleTableSlot *slot;
 } QueenKeyedTable;
-
-static void
-pg_attribute_noreturn()
-queen_lock_layout_changed(const char *table)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("table \"queen.%s\" does not have the columns this version of queen reads",
-					table),
-			 errhint("Drop and create the extension again.")));
-}
-
-static AttrNumber
-queen_lock_attnum(Oid relid, const char *table, const char *column)
-{
-	AttrNumber	attnum = get_attnum(relid, column);
-
-	if (attnum == InvalidAttrNumber)
-		queen_lock_layout_changed(table);
-	return attnum;
-}
 
 /* Open a table and its primary key, which must be its uuid column "id". */
 static void
@@ -99,11 +81,11 @@ queen_keyed_open(QueenKeyedTable *t, Oid relid, LOCKMODE mode, AttrNumber id,
 	t->rel = table_open(relid, mode);
 	pkey = RelationGetPrimaryKeyIndex(t->rel);
 	if (!OidIsValid(pkey))
-		queen_lock_layout_changed(table);
+		queen_table_changed(table);
 	t->pkey = index_open(pkey, AccessShareLock);
 	if (t->pkey->rd_index->indnkeyatts != 1 || t->pkey->rd_index->indkey.values[0] != id ||
 		TupleDescAttr(RelationGetDescr(t->rel), id - 1)->atttypid != UUIDOID)
-		queen_lock_layout_changed(table);
+		queen_table_changed(table);
 	t->slot = table_slot_create(t->rel, NULL);
 }
 
@@ -211,8 +193,7 @@ queen_lock_partitions(QueenTarget **targets, int n)
 	Oid			part_relid = queen_table_oid("log_partitions");
 	Oid			queue_relid = queen_table_oid("queues");
 	AttrNumber	cols[LOCK_NCOLUMNS];
-	AttrNumber	queue_id;
-	AttrNumber	queue_window;
+	AttrNumber	queue_cols[2];
 	RangeTblEntry *rtes[2];
 	QueenKeyedTable parts;
 	QueenKeyedTable queues;
@@ -228,10 +209,8 @@ queen_lock_partitions(QueenTarget **targets, int n)
 	PreventCommandIfReadOnly("queen.push");
 	PreventCommandIfParallelMode("queen.push");
 
-	for (i = 0; i < LOCK_NCOLUMNS; i++)
-		cols[i] = queen_lock_attnum(part_relid, "log_partitions", queen_lock_columns[i]);
-	queue_id = queen_lock_attnum(queue_relid, "queues", "id");
-	queue_window = queen_lock_attnum(queue_relid, "queues", "dedup_window_seconds");
+	queen_table_attnums(part_relid, "log_partitions", queen_lock_columns, LOCK_NCOLUMNS, cols);
+	queen_table_attnums(queue_relid, "queues", queen_queue_columns, 2, queue_cols);
 
 	/* the statement's privilege checks: FOR UPDATE needs UPDATE on some column */
 	rtes[0] = queen_rows_rte(part_relid, ACL_SELECT | ACL_UPDATE);
@@ -239,12 +218,13 @@ queen_lock_partitions(QueenTarget **targets, int n)
 		rtes[0]->selectedCols = bms_add_member(rtes[0]->selectedCols,
 											   cols[i] - FirstLowInvalidHeapAttributeNumber);
 	rtes[1] = queen_rows_rte(queue_relid, ACL_SELECT);
-	rtes[1]->selectedCols = bms_add_member(bms_make_singleton(queue_id - FirstLowInvalidHeapAttributeNumber),
-										   queue_window - FirstLowInvalidHeapAttributeNumber);
+	for (i = 0; i < 2; i++)
+		rtes[1]->selectedCols = bms_add_member(rtes[1]->selectedCols,
+											   queue_cols[i] - FirstLowInvalidHeapAttributeNumber);
 	ExecCheckRTPerms(list_make2(rtes[0], rtes[1]), true);
 
 	queen_keyed_open(&parts, part_relid, RowShareLock, cols[LOCK_ID], "log_partitions");
-	queen_keyed_open(&queues, queue_relid, AccessShareLock, queue_id, "queues");
+	queen_keyed_open(&queues, queue_relid, AccessShareLock, queue_cols[0], "queues");
 	if (queen_rows_rls_applies(parts.rel) || queen_rows_rls_applies(queues.rel))
 	{
 		queen_keyed_close(&queues);
@@ -293,7 +273,7 @@ queen_lock_partitions(QueenTarget **targets, int n)
 				result = QUEEN_LOCK_SOME;
 				break;
 			}
-			last_window = DatumGetInt32(queen_slot_required(queues.slot, queue_window));
+			last_window = DatumGetInt32(queen_slot_required(queues.slot, queue_cols[1]));
 			last_queue = qid;
 			have_queue = true;
 		}

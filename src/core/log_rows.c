@@ -6,8 +6,9 @@
  *
  * The segment and hash rows are inserted the way COPY FROM inserts them:
  * table_tuple_insert and the table's index entries, without a statement,
- * a plan or the executor's per-row machinery; the table's constraints are
- * checked when it has one the write path does not ensure by itself.  That was a third of a shard's CPU per segment.
+ * a plan or the executor's per-row machinery, which was a third of a
+ * shard's CPU per segment.  The table's constraints are checked only when
+ * it has one the write path does not ensure by itself.
  *
  * Row triggers are not fired.  The only one these tables have is the
  * foreign key check of log_segments.partition_id, and it has nothing to
@@ -131,11 +132,7 @@ queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column,
 
 		if (desc->natts != 5 || TupleDescAttr(desc, i)->attisdropped ||
 			strcmp(NameStr(TupleDescAttr(desc, i)->attname), want) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("table \"queen.%s\" does not have the columns this version of queen writes",
-							RelationGetRelationName(t->rel)),
-					 errhint("Drop and create the extension again.")));
+			queen_table_changed(RelationGetRelationName(t->rel));
 	}
 	queen_rows_refuse_bypass(t->rel);
 	t->checks = queen_rows_need_checks(t->rel, own_check);
@@ -251,14 +248,9 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	PreventCommandIfParallelMode("queen.push");
 	estate = CreateExecutorState();
 	rte = queen_rows_rte(relid, ACL_SELECT | ACL_UPDATE);
+	queen_table_attnums(relid, "log_partitions", queen_alloc_columns, ALLOC_NCOLUMNS, attnums);
 	for (i = 0; i < ALLOC_NCOLUMNS; i++)
 	{
-		attnums[i] = get_attnum(relid, queen_alloc_columns[i]);
-		if (attnums[i] == InvalidAttrNumber)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("table \"queen.log_partitions\" does not have the columns this version of queen writes"),
-					 errhint("Drop and create the extension again.")));
 		rte->selectedCols = bms_add_member(rte->selectedCols,
 										   attnums[i] - FirstLowInvalidHeapAttributeNumber);
 		if (i != ALLOC_ID)

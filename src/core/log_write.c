@@ -32,8 +32,9 @@
  *
  * The steps live in files of their own, private to the write path
  * (log_write_int.h): the pre-lock by id (log_lock.c), the dedup probe
- * (dedup_probe.c), the row inserts (log_rows.c), the offsets of partitions this transaction already holds
- * (log_deferred.c); the partition id cache is pid_cache.c.  This file
+ * (dedup_probe.c), the row inserts (log_rows.c), the offsets of partitions
+ * this transaction already holds (log_deferred.c); the partition id cache
+ * is pid_cache.c.  This file
  * resolves and locks the partitions and drives the steps in order.
  *
  * Statements are prepared once per process and kept (SPI_keepplan); the
@@ -654,6 +655,18 @@ queen_prelock_by_name(const QueenSegment *segs, int nsegs)
 				 errdetail("Every segment must name a queue and partition that exist or can be created.")));
 }
 
+/* What a pre-lock statement's row (its columns 3 to 7) says of t's partition. */
+static void
+queen_target_from_row(QueenTarget *t, HeapTuple tuple, TupleDesc desc)
+{
+	t->queue_window = queen_get_int32(tuple, desc, 3);
+	t->window = t->seg->window_set ? t->seg->window_in : t->queue_window;
+	t->last_offset = queen_get_int64(tuple, desc, 4);
+	t->txns_start = queen_get_int64(tuple, desc, 5);
+	t->generation = queen_get_timestamptz(tuple, desc, 6);
+	queen_get_tid(tuple, desc, 7, t);
+}
+
 /*
  * The targets of the name pre-lock's rows (in SPI_tuptable, ascending
  * partition id), which it frees; they refresh the id cache.
@@ -679,15 +692,10 @@ queen_prelocked_targets(QueenSegment *segs, int nsegs, const QueenBundleIds *ids
 		resolved[ord - 1] = true;
 		t->seg = &segs[ord - 1];
 		queen_get_uuid(tuple, desc, 2, &t->pid);
-		t->queue_window = queen_get_int32(tuple, desc, 3);
-		t->window = t->seg->window_set ? t->seg->window_in : t->queue_window;
-		t->last_offset = queen_get_int64(tuple, desc, 4);
-		t->txns_start = queen_get_int64(tuple, desc, 5);
-		t->generation = queen_get_timestamptz(tuple, desc, 6);
-		queen_get_tid(tuple, desc, 7, t);
+		queen_target_from_row(t, tuple, desc);
 		ordered[r] = t;
 		queen_pid_cache_put(ids->idents[ord - 1], ids->ident_lens[ord - 1],
-								&ids->keys[ord - 1], &t->pid);
+							&ids->keys[ord - 1], &t->pid);
 
 		if (r > 0 && queen_uuid_cmp(&ordered[r - 1]->pid, &t->pid) == 0)
 			queen_same_partition_twice(t->seg);
@@ -804,20 +812,11 @@ static void
 queen_lock_one_statement(QueenTarget *t)
 {
 	Datum		value = UUIDPGetDatum(&t->pid);
-	HeapTuple	tuple;
-	TupleDesc	desc;
 
 	queen_run(PLAN_LOCK_ONE, &value, SPI_OK_SELECT);
 	if (SPI_processed != 1)
 		queen_partition_missing(&t->pid);
-	tuple = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
-	t->last_offset = queen_get_int64(tuple, desc, 4);
-	t->txns_start = queen_get_int64(tuple, desc, 5);
-	t->queue_window = queen_get_int32(tuple, desc, 3);
-	t->window = t->seg->window_set ? t->seg->window_in : t->queue_window;
-	t->generation = queen_get_timestamptz(tuple, desc, 6);
-	queen_get_tid(tuple, desc, 7, t);
+	queen_target_from_row(t, SPI_tuptable->vals[0], SPI_tuptable->tupdesc);
 	SPI_freetuptable(SPI_tuptable);
 }
 

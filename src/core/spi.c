@@ -178,6 +178,32 @@ queen_table_oid(const char *name)
 	return relid;
 }
 
+/* queen.<table> is not as this version's queen--1.0.sql creates it. */
+void
+queen_table_changed(const char *table)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("table \"queen.%s\" does not have the columns this version of queen uses",
+					table),
+			 errhint("Drop and create the extension again.")));
+}
+
+/* The attribute numbers of columns of queen.<table> (relid), which must all exist. */
+void
+queen_table_attnums(Oid relid, const char *table, const char *const *columns, int n,
+					AttrNumber *attnums)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		attnums[i] = get_attnum(relid, columns[i]);
+		if (attnums[i] == InvalidAttrNumber)
+			queen_table_changed(table);
+	}
+}
+
 Datum
 queen_array_datum(Datum *elems, int n, Oid elemtype)
 {

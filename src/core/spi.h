@@ -32,6 +32,9 @@ extern void queen_exec(SPIPlanPtr plan, Datum *values, int expected,
 					   const char *what);
 
 extern Oid	queen_table_oid(const char *name);
+extern void queen_table_changed(const char *table) pg_attribute_noreturn();
+extern void queen_table_attnums(Oid relid, const char *table, const char *const *columns,
+								int n, AttrNumber *attnums);
 extern Datum queen_array_datum(Datum *elems, int n, Oid elemtype);
 extern int64 queen_get_int64(HeapTuple tuple, TupleDesc desc, int col);
 extern int32 queen_get_int32(HeapTuple tuple, TupleDesc desc, int col);
