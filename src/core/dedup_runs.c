@@ -19,12 +19,12 @@
  * A probe asks each run above its floor about each incoming hash: the
  * run's Bloom filter (kept per process, as is the partition's chain of
  * runs) first, then, for the keys it may hold, one index descent to the
- * row that may hold them.  What matches goes
- * to the probe's confirmation as a cache hit would: runs keep 8 of the 16
- * bytes and no time, so every match is compared in full against its
- * log_txns row.  Runs are an accelerator, never the record: a probe uses
- * them only when they form an unbroken chain from below its floor up to
- * offsets it knows are committed, and reads the rest from log_txns.
+ * row that may hold them.  What matches goes to the probe's confirmation
+ * as a cache hit would: runs keep 8 of the 16 bytes and no time, so every
+ * match is compared in full against its log_txns row.  Runs are an
+ * accelerator, never the record: a probe uses them only when they form an
+ * unbroken chain from below its floor up to offsets it knows are
+ * committed, and reads the rest from log_txns.
  *
  * Runs are built only from committed rows: a partition's committed
  * last_offset is moved under its row lock in the transaction that wrote
