@@ -69,6 +69,7 @@ typedef struct QueenKeyedTable
 	Relation	rel;
 	Relation	pkey;
 	TupleTableSlot *slot;
+	IndexScanDesc scan;			/* begun at the first lookup, then rescanned */
 } QueenKeyedTable;
 
 /* Open a table and its primary key, which must be its uuid column "id". */
@@ -87,11 +88,14 @@ queen_keyed_open(QueenKeyedTable *t, Oid relid, LOCKMODE mode, AttrNumber id,
 		TupleDescAttr(RelationGetDescr(t->rel), id - 1)->atttypid != UUIDOID)
 		queen_table_changed(table);
 	t->slot = table_slot_create(t->rel, NULL);
+	t->scan = NULL;
 }
 
 static void
 queen_keyed_close(QueenKeyedTable *t)
 {
+	if (t->scan != NULL)
+		index_endscan(t->scan);
 	ExecDropSingleTupleTableSlot(t->slot);
 	index_close(t->pkey, NoLock);
 	table_close(t->rel, NoLock);
@@ -99,21 +103,19 @@ queen_keyed_close(QueenKeyedTable *t)
 
 /*
  * The version of the row with this id that snapshot sees, into t->slot;
- * false if there is none.
+ * false if there is none.  One scan serves every lookup of a bundle: a
+ * B-tree scan's start allocates its page buffer, kilobytes each time.
  */
 static bool
 queen_keyed_fetch(QueenKeyedTable *t, const pg_uuid_t *id, Snapshot snapshot)
 {
-	IndexScanDesc scan;
 	ScanKeyData key;
-	bool		found;
 
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(id));
-	scan = index_beginscan(t->rel, t->pkey, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, t->slot);
-	index_endscan(scan);
-	return found;
+	if (t->scan == NULL)
+		t->scan = index_beginscan(t->rel, t->pkey, snapshot, 1, 0);
+	index_rescan(t->scan, &key, 1, NULL, 0);
+	return index_getnext_slot(t->scan, ForwardScanDirection, t->slot);
 }
 
 /* Whether the uuid column attnum of slot is id. */
@@ -281,9 +283,10 @@ queen_lock_partitions(QueenTarget **targets, int n)
 		t->window = t->seg->window_set ? t->seg->window_in : last_window;
 	}
 
-	PopActiveSnapshot();
+	/* the scans go before the snapshot they were begun with */
 	queen_keyed_close(&queues);
 	queen_keyed_close(&parts);
+	PopActiveSnapshot();
 	pfree(tids);
 	return result;
 }
