@@ -42,11 +42,30 @@ bench_wait_healthy() {	# bench_wait_healthy <http port>
 	exit 1
 }
 
+# Run the SQL on stdin, again if PostgreSQL cancels it as a deadlock's victim:
+# the broker's maintenance worker reads the queue tables in its own order, so
+# a TRUNCATE of them can deadlock with it.  The SQL must be safe to repeat.
+bench_psql_retry() {
+	local sql attempt err
+	sql=$(cat)
+	for attempt in 1 2 3 4 5; do
+		if err=$(psql_b 2>&1 >/dev/null <<<"$sql"); then
+			return 0
+		fi
+		[[ $err == *"deadlock detected"* ]] || { echo "$err" >&2; return 1; }
+		echo "bench: deadlock with the broker (attempt $attempt), trying again" >&2
+	done
+	echo "$err" >&2
+	return 1
+}
+
 bench_reset_state() {	# empty the queues and checkpoint, so runs start alike
-	psql_b <<'SQL'
+	bench_psql_retry <<'SQL'
 SET client_min_messages = warning;
+BEGIN;
 TRUNCATE queen.queues CASCADE;
 TRUNCATE queen.log_txns;
+COMMIT;
 CHECKPOINT;
 SQL
 }
