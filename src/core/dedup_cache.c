@@ -56,6 +56,7 @@
 #include "queen.h"
 #include "dedup_cache.h"
 #include "hash_refs.h"
+#include "spi.h"
 
 #include "access/xact.h"
 #include "lib/ilist.h"
@@ -393,18 +394,10 @@ queen_dedup_clear(void)
 static void
 queen_dedup_ensure(void)
 {
-	HASHCTL		ctl;
-
 	if (queen_dedup_entries != NULL)
 		return;
-	queen_dedup_cxt = AllocSetContextCreate(TopMemoryContext, "queen dedup cache",
-											ALLOCSET_DEFAULT_SIZES);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(pg_uuid_t);
-	ctl.entrysize = sizeof(QueenDedupEntry);
-	ctl.hcxt = queen_dedup_cxt;
-	queen_dedup_entries = hash_create("queen dedup cache", 64, &ctl,
-									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	queen_dedup_entries = queen_process_hash("queen dedup cache", sizeof(pg_uuid_t),
+											 sizeof(QueenDedupEntry), 64, &queen_dedup_cxt);
 	dlist_init(&queen_dedup_lru);
 }
 

@@ -230,6 +230,16 @@ queen_filter_evict(QueenRunFilter *f)
 	hash_search(queen_filters, &f->key, HASH_REMOVE, NULL);
 }
 
+/* The hash key of run (run_start, run_end], padding zeroed. */
+static void
+queen_filter_key(QueenRunFilterKey *key, const pg_uuid_t *pid, int64 run_end, int64 run_start)
+{
+	memset(key, 0, sizeof(*key));
+	key->pid = *pid;
+	key->run_end = run_end;
+	key->run_start = run_start;
+}
+
 /* The filter this process keeps of run (run_start, run_end], or NULL. */
 static QueenRunFilter *
 queen_filter_find(const pg_uuid_t *pid, int64 run_end, int64 run_start)
@@ -239,10 +249,7 @@ queen_filter_find(const pg_uuid_t *pid, int64 run_end, int64 run_start)
 
 	if (queen_filters == NULL || queen_dedup_filter_mb == 0)
 		return NULL;
-	memset(&key, 0, sizeof(key));
-	key.pid = *pid;
-	key.run_end = run_end;
-	key.run_start = run_start;
+	queen_filter_key(&key, pid, run_end, run_start);
 	f = hash_search(queen_filters, &key, HASH_FIND, NULL);
 	if (f != NULL)
 		dlist_move_tail(&queen_filters_lru, &f->lru);
@@ -276,24 +283,12 @@ queen_filter_get(const pg_uuid_t *pid, int64 run_end, int64 run_start, int64 nke
 		return NULL;
 	}
 	if (queen_filters == NULL)
-	{
-		HASHCTL		ctl;
-
-		queen_filters_cxt = AllocSetContextCreate(TopMemoryContext, "queen dedup filters",
-												  ALLOCSET_DEFAULT_SIZES);
-		ctl.keysize = sizeof(QueenRunFilterKey);
-		ctl.entrysize = sizeof(QueenRunFilter);
-		ctl.hcxt = queen_filters_cxt;
-		queen_filters = hash_create("queen dedup filters", 256, &ctl,
-									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
+		queen_filters = queen_process_hash("queen dedup filters", sizeof(QueenRunFilterKey),
+										   sizeof(QueenRunFilter), 256, &queen_filters_cxt);
 	f = queen_filter_find(pid, run_end, run_start);
 	if (f != NULL)
 		return f;
-	memset(&key, 0, sizeof(key));
-	key.pid = *pid;
-	key.run_end = run_end;
-	key.run_start = run_start;
+	queen_filter_key(&key, pid, run_end, run_start);
 
 	nblocks = (uint32) Min((Max(nkeys, 1) * QUEEN_FILTER_BITS_PER_KEY + 511) / 512, PG_INT32_MAX);
 	bytes = (Size) nblocks * QUEEN_FILTER_BLOCK_WORDS * sizeof(uint64);
@@ -375,7 +370,7 @@ typedef struct QueenRunChain
 	TransactionId top_xmin;
 	int			nlinks;
 	int			maxlinks;
-	QueenRunInfo *links;		/* newest first, each starting where the next ends */
+	int64	   *starts;			/* newest run first; each ends where the one before starts */
 } QueenRunChain;
 
 static HTAB *queen_chains = NULL;
@@ -393,25 +388,13 @@ queen_chain_get(const pg_uuid_t *pid, TupleTableSlot *slot)
 															   &isnull));
 
 	if (queen_chains == NULL || hash_get_num_entries(queen_chains) >= QUEEN_CHAINS_MAX)
-	{
-		HASHCTL		ctl;
-
-		if (queen_chains_cxt == NULL)
-			queen_chains_cxt = AllocSetContextCreate(TopMemoryContext, "queen dedup run chains",
-													 ALLOCSET_DEFAULT_SIZES);
-		else
-			MemoryContextReset(queen_chains_cxt);
-		ctl.keysize = sizeof(pg_uuid_t);
-		ctl.entrysize = sizeof(QueenRunChain);
-		ctl.hcxt = queen_chains_cxt;
-		queen_chains = hash_create("queen dedup run chains", 256, &ctl,
-								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
+		queen_chains = queen_process_hash("queen dedup run chains", sizeof(pg_uuid_t),
+										  sizeof(QueenRunChain), 256, &queen_chains_cxt);
 	c = hash_search(queen_chains, pid, HASH_ENTER, &found);
 	if (!found)
 	{
 		c->maxlinks = 8;
-		c->links = MemoryContextAlloc(queen_chains_cxt, sizeof(QueenRunInfo) * c->maxlinks);
+		c->starts = MemoryContextAlloc(queen_chains_cxt, sizeof(int64) * c->maxlinks);
 	}
 	if (!found || c->top_end != top_end || c->top_xmin != xmin ||
 		!ItemPointerEquals(&c->top_tid, &slot->tts_tid))
@@ -425,17 +408,14 @@ queen_chain_get(const pg_uuid_t *pid, TupleTableSlot *slot)
 }
 
 static void
-queen_chain_append(QueenRunChain *c, int64 start, int64 end, int64 hashes)
+queen_chain_append(QueenRunChain *c, int64 start)
 {
 	if (c->nlinks == c->maxlinks)
 	{
 		c->maxlinks *= 2;
-		c->links = repalloc(c->links, sizeof(QueenRunInfo) * c->maxlinks);
+		c->starts = repalloc(c->starts, sizeof(int64) * c->maxlinks);
 	}
-	c->links[c->nlinks].start = start;
-	c->links[c->nlinks].end = end;
-	c->links[c->nlinks].hashes = hashes;
-	c->nlinks++;
+	c->starts[c->nlinks++] = start;
 }
 
 /* ----------------------------------------------------------------
@@ -607,7 +587,7 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 
 		if (i < chain->nlinks)
 		{
-			run_start = chain->links[i].start;
+			run_start = chain->starts[i];
 			filter = queen_filter_find(pid, run_end, run_start);
 		}
 		if (filter == NULL)
@@ -619,11 +599,10 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 				goto broken;	/* no run ends here: the chain is broken */
 			run_start = queen_runs_int64(slot, RUNS_ATT_START);
 			if (run_start >= run_end ||
-				(i < chain->nlinks && run_start != chain->links[i].start))
+				(i < chain->nlinks && run_start != chain->starts[i]))
 				goto broken;	/* not a run as dedup_index writes them */
 			if (i == chain->nlinks)
-				queen_chain_append(chain, run_start, run_end,
-								   queen_runs_int64(slot, RUNS_ATT_HASHES));
+				queen_chain_append(chain, run_start);
 			filter = queen_filter_get(pid, run_end, run_start,
 									  queen_runs_int64(slot, RUNS_ATT_HASHES), scan, slot);
 		}

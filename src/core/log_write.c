@@ -34,8 +34,8 @@
  * (log_write_int.h): the pre-lock by id (log_lock.c), the dedup probe
  * (dedup_probe.c), the row inserts (log_rows.c), the offsets of partitions
  * this transaction already holds (log_deferred.c); the partition id cache
- * is pid_cache.c.  This file
- * resolves and locks the partitions and drives the steps in order.
+ * is pid_cache.c.  This file resolves and locks the partitions and drives
+ * the steps in order.
  *
  * Statements are prepared once per process and kept (SPI_keepplan); the
  * plan cache replans them by itself if the tables are recreated.

@@ -22,6 +22,7 @@
  */
 #include "queen.h"
 #include "pid_cache.h"
+#include "spi.h"
 
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -65,19 +66,8 @@ queen_pid_key(const char *ident, Size len, QueenPidKey *key)
 static void
 queen_pid_cache_reset(void)
 {
-	HASHCTL		ctl;
-
-	if (queen_pid_cxt == NULL)
-		queen_pid_cxt = AllocSetContextCreate(TopMemoryContext, "queen pid cache",
-											  ALLOCSET_DEFAULT_SIZES);
-	else
-		MemoryContextReset(queen_pid_cxt);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(QueenPidKey);
-	ctl.entrysize = sizeof(QueenPidEntry);
-	ctl.hcxt = queen_pid_cxt;
-	queen_pid_cache = hash_create("queen pid cache", 1024, &ctl,
-								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	queen_pid_cache = queen_process_hash("queen pid cache", sizeof(QueenPidKey),
+										 sizeof(QueenPidEntry), 1024, &queen_pid_cxt);
 }
 
 /* The cached id of a segment's partition, or false. */

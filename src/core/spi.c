@@ -2,7 +2,8 @@
  *
  * spi.c
  *	  Statements prepared once per process, and the small helpers around
- *	  SPI that the log, queue configuration and queen.read share.
+ *	  SPI, the catalog and process-lived hash tables that the log, queue
+ *	  configuration and queen.read share.
  *
  * Statements are prepared once per process and kept (SPI_keepplan); the
  * plan cache replans them by itself if the tables are recreated or their
@@ -19,6 +20,7 @@
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
 
@@ -202,6 +204,31 @@ queen_table_attnums(Oid relid, const char *table, const char *const *columns, in
 		if (attnums[i] == InvalidAttrNumber)
 			queen_table_changed(table);
 	}
+}
+
+/*
+ * A hash table that lives for the process in a memory context of its own
+ * (*cxt, under TopMemoryContext): made there at the first call, and at any
+ * later call emptied together with everything else in that context, which
+ * is how the caches built on it give their memory back when full.  name
+ * names both and must be a constant string.
+ */
+HTAB *
+queen_process_hash(const char *name, Size keysize, Size entrysize, long nelem,
+				   MemoryContext *cxt)
+{
+	HASHCTL		ctl;
+
+	/* the macro wants a literal it can see; every caller passes one */
+	if (*cxt == NULL)
+		*cxt = AllocSetContextCreateInternal(TopMemoryContext, name, ALLOCSET_DEFAULT_SIZES);
+	else
+		MemoryContextReset(*cxt);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = keysize;
+	ctl.entrysize = entrysize;
+	ctl.hcxt = *cxt;
+	return hash_create(name, nelem, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
 
 Datum

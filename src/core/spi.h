@@ -3,7 +3,9 @@
  * spi.h
  *	  The SPI helpers every part of Queen that runs statements shares:
  *	  connecting, plans kept for the life of the process, running them, and
- *	  reading result columns and building array arguments.
+ *	  reading result columns and building array arguments; and beside them
+ *	  the catalog checks of Queen's tables and the process-lived hash
+ *	  tables its caches are built on.
  *
  * They live apart from the log so that whoever runs a statement (the write
  * and read paths, queue configuration, queen.read) uses one set of rules
@@ -20,6 +22,7 @@
 #include "access/tupdesc.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
 
@@ -35,6 +38,8 @@ extern Oid	queen_table_oid(const char *name);
 extern void queen_table_changed(const char *table) pg_attribute_noreturn();
 extern void queen_table_attnums(Oid relid, const char *table, const char *const *columns,
 								int n, AttrNumber *attnums);
+extern HTAB *queen_process_hash(const char *name, Size keysize, Size entrysize, long nelem,
+								MemoryContext *cxt);
 extern Datum queen_array_datum(Datum *elems, int n, Oid elemtype);
 extern int64 queen_get_int64(HeapTuple tuple, TupleDesc desc, int col);
 extern int32 queen_get_int32(HeapTuple tuple, TupleDesc desc, int col);
