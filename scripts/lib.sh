@@ -2,8 +2,17 @@
 # run things as the unprivileged user that owns clusters (PostgreSQL refuses
 # to run as root).
 PG_MAJOR=15
-PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
-PGXS_DIR=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs
+# QUEEN_PG_CONFIG names another installation of PostgreSQL 15 (a relocated
+# copy, say), so that two working copies can build, install and test at once
+# without installing into each other's server.
+if [ -n "${QUEEN_PG_CONFIG:-}" ]; then
+	PG_BINDIR=$("$QUEEN_PG_CONFIG" --bindir)
+	PGXS_DIR=$(dirname "$(dirname "$(dirname "$("$QUEEN_PG_CONFIG" --pgxs)")")")
+	export PG_CONFIG=$QUEEN_PG_CONFIG
+else
+	PG_BINDIR=/usr/lib/postgresql/$PG_MAJOR/bin
+	PGXS_DIR=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs
+fi
 REPO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 if [ "$(id -u)" -eq 0 ]; then
