@@ -195,6 +195,7 @@ CREATE TABLE queen.log_consumers (
 	batch_digest		bytea,
 	batch_retry_count	integer NOT NULL DEFAULT 0,
 	attempt_offset		bigint,
+	attempt_end			bigint,
 	attempt_count		integer NOT NULL DEFAULT 0,
 	total_consumed		bigint NOT NULL DEFAULT 0,
 	created_at			timestamptz NOT NULL DEFAULT now(),

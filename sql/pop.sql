@@ -43,10 +43,15 @@ SELECT "offset", transaction_id, delivery_attempt FROM again ORDER BY "offset";
 SELECT (SELECT DISTINCT lease_id FROM again) <> (SELECT DISTINCT lease_id FROM got) AS new_lease_id;
 SELECT *, (SELECT batch_retry_count FROM queen.log_consumers WHERE partition_id = qtest.pid('pop.one', 'a')) AS retries
   FROM qtest.consumer('pop.one', 'a');
--- a bigger batch after expiry starts at the same offset: still a redelivery
+-- a bigger batch after expiry redelivers the same span, no wider: offset 2
+-- was never delivered, and is not marked as a second attempt
 UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'
  WHERE partition_id = qtest.pid('pop.one', 'a');
 SELECT "offset", delivery_attempt FROM queen.pop('pop.one', 'a', batch => 3) ORDER BY "offset";
+-- a smaller one redelivers part of it, and the span stays what was delivered
+UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'
+ WHERE partition_id = qtest.pid('pop.one', 'a');
+SELECT "offset", delivery_attempt FROM queen.pop('pop.one', 'a', batch => 1) ORDER BY "offset";
 UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'
  WHERE partition_id = qtest.pid('pop.one', 'a');
 SELECT "offset", delivery_attempt FROM queen.pop('pop.one', 'a', batch => 3) ORDER BY "offset";

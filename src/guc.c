@@ -37,6 +37,10 @@ int			queen_dedup_filter_mb = 64;
 /* tenant the SQL door acts for; the HTTP door takes it from a header instead */
 char	   *queen_tenant_setting = NULL;
 
+/* what one pop may deliver, and the longest lease a consumer may hold */
+int			queen_pop_max_bytes = 16 * 1024 * 1024;
+int			queen_max_lease_seconds = 86400;
+
 /* ---- the HTTP broker (broker.h says what each is for) ---- */
 char	   *queen_database = NULL;
 char	   *queen_http_listen_address = NULL;
@@ -53,6 +57,8 @@ int			queen_http_header_timeout_ms = 10000;
 int			queen_http_body_timeout_ms = 60000;
 int			queen_http_max_connections = 10000;
 int			queen_max_push_items = 10000;
+int			queen_max_ack_items = 10000;
+int			queen_consume_lock_timeout_ms = 100;
 int			queen_push_permits_min = 2;
 int			queen_push_permits_initial = 8;
 int			queen_push_permits_max = 8;
@@ -183,6 +189,25 @@ queen_define_core_gucs(void)
 
 	if (tenant_set_before != NULL && strcmp(tenant_set_before, queen_tenant_setting) != 0)
 		queen_tenant_refused = MemoryContextStrdup(TopMemoryContext, tenant_set_before);
+
+	DefineCustomIntVariable("queen.pop_max_bytes",
+							"Most a pop delivers at once, in bytes of messages and their keys.",
+							"The first message is delivered whatever its size; the claim stops before the one that would pass this, so a deep backlog of big messages costs a pop this much memory, not the whole batch.",
+							&queen_pop_max_bytes,
+							16 * 1024 * 1024, 1024, MaxAllocSize / 4,
+							PGC_USERSET,
+							GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	/* superuser-only: it bounds how long one consumer may keep others from a partition */
+	DefineCustomIntVariable("queen.max_lease_seconds",
+							"Longest lease a pop or a lease renewal may ask for.",
+							"Longer requests are refused (HTTP 400, SQLSTATE 22023).",
+							&queen_max_lease_seconds,
+							86400, 1, INT_MAX / 2,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
 }
 
 /*
@@ -336,6 +361,15 @@ queen_define_http_gucs(void)
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.max_ack_items",
+							"Most acknowledgments in one HTTP ack; a body with more gets 413, and a pop may ask for at most this many messages.",
+							"It bounds the listener's and the shard's memory per ack, which grows with the items; a pop's batch is bounded by it so that what one pop delivers can be acknowledged in one request.",
+							&queen_max_ack_items,
+							10000, 1, 10000000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
 }
 
 /*
@@ -386,6 +420,15 @@ queen_define_delivery_gucs(GucContext fixed_at_start)
 							"A push bundle that exceeds it goes to the disk spool. 0 means no limit.",
 							&queen_push_statement_timeout_ms,
 							30000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.consume_lock_timeout",
+							"Longest a shard's pop, ack or lease renewal waits for a row another transaction holds.",
+							"An application's open transaction that popped or acknowledged from SQL holds its consumer rows until it ends; past this wait the request is answered 503 (retry) and the shard moves on to its other work.",
+							&queen_consume_lock_timeout_ms,
+							100, 1, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);

@@ -114,11 +114,14 @@ is_deeply(\%seen, { b1 => 1, map { ("w$_" => 1) } 1 .. 40 },
 # ---- a pop in a shared transaction behind an ack that waits ------------------------
 # One shard, so the pop and the ack, sent in that order, share a
 # transaction.  The ack waits for a consumer row this session holds for
-# longer than the pop's lease; the pop runs after it anyway, so its lease
-# starts when it runs, not when the transaction began: another consumer
-# that pops the partition at once finds it leased.
+# longer than the pop's lease (the shard is let wait that long here; by
+# default it would give up after queen.consume_lock_timeout, t/046); the
+# pop's lease starts again just before the COMMIT, not when the
+# transaction began: another consumer that pops the partition at once
+# finds it leased.
 $node->stop;
-($node, $port) = start_broker(name => 'consumefault1', shards => 1);
+($node, $port) = start_broker(name => 'consumefault1', shards => 1,
+	extra => "queen.consume_lock_timeout = '60s'\n");
 push_items($port, { queue => 'cfs', partition => 'A', transactionId => 'sa', payload => 1 });
 my ($sa, $popa) = pop($port, '/api/v1/pop/queue/cfs/partition/A?leaseSeconds=300');
 is($sa, 200, 'a consumer holds A under a lease');

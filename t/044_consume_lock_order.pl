@@ -17,9 +17,11 @@ use Test::More;
 use QueenHTTP;
 
 # One shard and one listener: every request goes to the same process, in the
-# order it was sent.
+# order it was sent.  The application holds rows for seconds here, longer
+# than a shard waits for one by default (queen.consume_lock_timeout, t/046):
+# the order in which the shard takes them is what is tested, so it waits.
 my ($node, $port) = start_broker(name => 'lockorder', shards => 1,
-	extra => "queen.http_workers = 1\n");
+	extra => "queen.http_workers = 1\nqueen.consume_lock_timeout = '60s'\n");
 
 push_items($port, map { { queue => 'lo', partition => "o$_", transactionId => "t$_", payload => $_ } } 1 .. 2);
 my @leased;

@@ -71,6 +71,8 @@ extern int	queen_http_header_timeout_ms;
 extern int	queen_http_body_timeout_ms;
 extern int	queen_http_max_connections;
 extern int	queen_max_push_items;
+extern int	queen_max_ack_items;
+extern int	queen_consume_lock_timeout_ms;
 extern int	queen_push_permits_min;
 extern int	queen_push_permits_initial;
 extern int	queen_push_permits_max;
@@ -132,6 +134,8 @@ typedef struct QueenMetrics
 	pg_atomic_uint64 dlq_filed;	/* messages filed as dead letters by acks */
 	pg_atomic_uint64 lease_extensions;	/* leases renewed (partitions) */
 	pg_atomic_uint64 consume_shared_failed; /* shared transactions run again one by one */
+	pg_atomic_uint64 leases_restamped;	/* pops whose aged leases started again */
+	pg_atomic_uint64 consume_lock_timeouts; /* consumption requests that met a held lock */
 	pg_atomic_uint64 wakes_push;	/* queues woken by bundles that stored messages */
 	pg_atomic_uint64 wakes_ack;	/* by acks that released a lease */
 	pg_atomic_uint64 wakes_drain;	/* by drained spool items */

@@ -27,9 +27,31 @@
  * ----------------------------------------------------------------
  */
 
-/* Split and decode a query string (NULL: none); a message for a 400 if malformed. */
+/* "a, b or c": the parameters a route takes, for its 400. */
+static char *
+queen_query_names(const char *const *allowed)
+{
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	for (i = 0; allowed[i] != NULL; i++)
+		appendStringInfo(&buf, "%s%s", i == 0 ? "" : allowed[i + 1] == NULL ? " or " : ", ",
+						 allowed[i]);
+	return buf.data;
+}
+
+/*
+ * Split and decode a query string (NULL: none); a message for a 400 if it
+ * is malformed or says what the route does not read: more than
+ * QUEEN_QUERY_MAX parameters, or a name not in allowed (NULL-terminated).
+ * Nothing a client sends is dropped unread: a misspelt consumerGroup would
+ * otherwise pop in queue mode, and a 33rd parameter would be ignored.  A
+ * name given twice takes its last value, as URLSearchParams.get does not
+ * but Queen's server does.
+ */
 const char *
-queen_query_parse(const char *query, QueenQuery *q)
+queen_query_parse(const char *query, const char *const *allowed, QueenQuery *q)
 {
 	const char *p = query;
 
@@ -43,14 +65,25 @@ queen_query_parse(const char *query, QueenQuery *q)
 		Size		vlen = 0;
 		char	   *name;
 		char	   *value;
+		const char *problem;
+		int			k;
 
-		if (end > p && q->n < QUEEN_QUERY_MAX)
+		if (end > p)
 		{
+			if (q->n == QUEEN_QUERY_MAX)
+				return psprintf("too many query parameters: at most %d", QUEEN_QUERY_MAX);
 			/* URLSearchParams writes a space as '+' */
 			name = queen_percent_decode(p, (eq ? eq : end) - p, true, &nlen);
 			value = eq ? queen_percent_decode(eq + 1, end - eq - 1, true, &vlen) : pstrdup("");
 			if (name == NULL || value == NULL)
 				return "the query string is not valid percent-encoding";
+			if ((problem = queen_name_problem(name, nlen, QUEEN_MAX_NAME_BYTES)) != NULL)
+				return psprintf("a query parameter's name %s", problem);
+			for (k = 0; allowed[k] != NULL && strcmp(allowed[k], name) != 0; k++)
+				;
+			if (allowed[k] == NULL)
+				return psprintf("unknown query parameter \"%s\": this route reads %s",
+								name, queen_query_names(allowed));
 			q->name[q->n] = name;
 			q->value[q->n] = value;
 			q->len[q->n] = vlen;
@@ -79,7 +112,11 @@ queen_query_get(const QueenQuery *q, const char *name, Size *len)
 	return NULL;
 }
 
-/* An integer parameter within [min, max]; absent or empty is dflt. */
+/*
+ * An integer parameter within [min, max]; absent or empty is dflt.  Only
+ * digits, after an optional minus: strtoll alone also takes "+1" and " 1"
+ * (a %20 in the URL).
+ */
 const char *
 queen_query_int(const QueenQuery *q, const char *name, int64 dflt, int64 min, int64 max,
 				int64 *out)
@@ -93,7 +130,8 @@ queen_query_int(const QueenQuery *q, const char *name, int64 dflt, int64 min, in
 		return NULL;
 	errno = 0;
 	n = strtoll(v, &end, 10);
-	if (errno != 0 || *end != '\0' || n < min || n > max)
+	if (!(isdigit((unsigned char) v[0]) || (v[0] == '-' && isdigit((unsigned char) v[1]))) ||
+		errno != 0 || *end != '\0' || n < min || n > max)
 		return psprintf("%s must be an integer from " INT64_FORMAT " to " INT64_FORMAT,
 						name, min, max);
 	*out = (int64) n;
@@ -159,6 +197,8 @@ typedef struct QueenAckState
 	bool		in_acks;		/* inside the top-level acknowledgments array */
 	bool		saw_acks;
 	char	   *error;			/* the body's shape is wrong: 400 */
+	bool		too_many;		/* more items than max_items: 413 */
+	int			max_items;
 	QueenAckKey key;			/* the key whose value comes next */
 	int			key_depth;
 	int			nelements;
@@ -193,8 +233,19 @@ queen_ack_item_end(QueenAckState *st)
 	QueenAckValue *v = st->v;
 	QueenAckInput *it;
 	char	   *problem = NULL;
+	pg_uuid_t	lease;
 	int			k;
 
+	/* a body refused whole keeps nothing, so a huge one costs no memory */
+	if (st->error != NULL)
+		return;
+	if (st->nitems == st->max_items)
+	{
+		st->too_many = true;
+		queen_ack_fail(st, psprintf("acknowledgments has more than %d items (queen.max_ack_items); send them in several requests",
+									st->max_items));
+		return;
+	}
 	if (st->nitems == st->maxitems)
 	{
 		st->maxitems = st->maxitems == 0 ? 16 : st->maxitems * 2;
@@ -227,6 +278,9 @@ queen_ack_item_end(QueenAckState *st)
 		for (k = QUEEN_ACK_KEY_STATUS; problem == NULL && k <= QUEEN_ACK_KEY_ERROR; k++)
 			problem = queen_ack_string(&v[k], queen_ack_key_names[k], true);
 	}
+	if (problem == NULL && v[QUEEN_ACK_KEY_LEASE].type == JSON_TOKEN_STRING &&
+		v[QUEEN_ACK_KEY_LEASE].len > 0 && !queen_uuid_parse(v[QUEEN_ACK_KEY_LEASE].str, &lease))
+		problem = pstrdup("leaseId must be a UUID (the leaseId a pop answered)");
 	it->problem = problem;
 	if (v[QUEEN_ACK_KEY_STATUS].type == JSON_TOKEN_STRING)
 	{
@@ -323,7 +377,11 @@ queen_ack_array_start(void *state)
 		st->nelements = 0;
 	}
 	else if (st->batch && st->in_acks && st->depth == 2)
-		queen_ack_fail(st, psprintf("acknowledgments[%d] must be an object", st->nelements++));
+	{
+		if (st->error == NULL)
+			queen_ack_fail(st, psprintf("acknowledgments[%d] must be an object", st->nelements));
+		st->nelements++;
+	}
 	else
 		queen_ack_container(st);
 	st->depth++;
@@ -384,7 +442,11 @@ queen_ack_scalar(void *state, char *token, JsonTokenType type)
 	QueenAckState *st = (QueenAckState *) state;
 
 	if (st->batch && st->in_acks && st->depth == 2)
-		queen_ack_fail(st, psprintf("acknowledgments[%d] must be an object", st->nelements++));
+	{
+		if (st->error == NULL)
+			queen_ack_fail(st, psprintf("acknowledgments[%d] must be an object", st->nelements));
+		st->nelements++;
+	}
 	else
 	{
 		QueenAckValue *v = queen_ack_slot(st);
@@ -409,18 +471,20 @@ queen_ack_scalar(void *state, char *token, JsonTokenType type)
  * group (NULL: queue mode), or a message for a 400.
  */
 const char *
-queen_parse_ack_body(const char *body, size_t len, bool batch, char **group, Size *group_len,
-					 QueenAckInput **items, int *nitems)
+queen_parse_ack_body(const char *body, size_t len, bool batch, int max_items, int *status,
+					 char **group, Size *group_len, QueenAckInput **items, int *nitems)
 {
 	QueenAckState st;
 	JsonSemAction sem;
 	char	   *problem = queen_body_problem(body, len);
 	const char *gp;
 
+	*status = 400;
 	if (problem != NULL)
 		return problem;
 	memset(&st, 0, sizeof(st));
 	memset(&sem, 0, sizeof(sem));
+	st.max_items = max_items;
 	st.batch = batch;
 	st.item_depth = batch ? 3 : 1;
 	st.in_acks = !batch;		/* a single ack's keys are the top's */
@@ -440,7 +504,10 @@ queen_parse_ack_body(const char *body, size_t len, bool batch, char **group, Siz
 	if (!st.top_object)
 		return "body must be a JSON object";
 	if (st.error != NULL)
+	{
+		*status = st.too_many ? 413 : 400;
 		return st.error;
+	}
 	if (batch && !st.saw_acks)
 		return "missing acknowledgments";
 

@@ -14,7 +14,7 @@
 /* A lease extension without "seconds" (reference 5.5). */
 #define QUEEN_DEFAULT_LEASE_EXTENSION	60
 
-/* Most parameters kept from one query string; later ones are ignored. */
+/* Most parameters in one query string; more is a 400. */
 #define QUEEN_QUERY_MAX		32
 
 typedef struct QueenQuery
@@ -40,13 +40,15 @@ typedef struct QueenAckInput
 	char	   *problem;		/* why the item cannot be applied, or NULL */
 } QueenAckInput;
 
-extern const char *queen_query_parse(const char *query, QueenQuery *q);
+extern const char *queen_query_parse(const char *query, const char *const *allowed,
+									 QueenQuery *q);
 extern const char *queen_query_get(const QueenQuery *q, const char *name, Size *len);
 extern const char *queen_query_int(const QueenQuery *q, const char *name, int64 dflt,
 								   int64 min, int64 max, int64 *out);
 extern const char *queen_query_bool(const QueenQuery *q, const char *name, bool dflt,
 									bool *out);
 extern const char *queen_parse_ack_body(const char *body, size_t len, bool batch,
+										int max_items, int *status,
 										char **group, Size *group_len,
 										QueenAckInput **items, int *nitems);
 extern const char *queen_parse_seconds_body(const char *body, size_t len, int32 *seconds);

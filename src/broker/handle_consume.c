@@ -63,11 +63,40 @@ queen_check_param(QueenHttpRequest *req, const char *what, const char *value, Si
 	return false;
 }
 
+/* What each route reads of its query string; anything else is a 400. */
+static const char *const queen_pop_params[] = {
+	"batch", "wait", "timeout", "consumerGroup", "namespace", "task", "autoAck",
+	"subscriptionMode", "subscriptionFrom", "partitions", "leaseSeconds", NULL
+};
+static const char *const queen_dlq_params[] = {
+	"queue", "consumerGroup", "partition", "from", "to", "limit", "offset", NULL
+};
+static const char *const queen_group_delete_params[] = {"deleteMetadata", NULL};
+static const char *const queen_no_params[] = {NULL};
+
 /* The query string, or a 400. */
 static bool
-queen_read_query(QueenHttpRequest *req, QueenQuery *q)
+queen_read_query(QueenHttpRequest *req, const char *const *allowed, QueenQuery *q)
 {
-	const char *problem = queen_query_parse(req->query, q);
+	const char *problem = queen_query_parse(req->query, allowed, q);
+
+	if (problem != NULL)
+		queen_respond_error(req, 400, problem);
+	return problem == NULL;
+}
+
+/*
+ * subscriptionMode and subscriptionFrom as the shard will read them, or a
+ * 400: a from that is not a moment registers nothing, instead of a group
+ * that takes the whole backlog.
+ */
+static bool
+queen_check_subscription(QueenHttpRequest *req, const char *mode, const char *from)
+{
+	QueenSubMode sub_mode;
+	TimestampTz sub_from;
+	const char *problem = queen_sub_mode_parse(mode, from, "subscriptionMode", "subscriptionFrom",
+											   &sub_mode, &sub_from);
 
 	if (problem != NULL)
 		queen_respond_error(req, 400, problem);
@@ -86,9 +115,15 @@ queen_pop_numbers(QueenHttpRequest *req, const QueenQuery *q, QueenWirePop *m, b
 	bool		auto_ack;
 	const char *problem;
 
-	if ((problem = queen_query_int(q, "batch", QUEEN_POP_DEFAULT_BATCH, 1, 1000000, &batch)) ||
-		(problem = queen_query_int(q, "partitions", 1, PG_INT32_MIN, PG_INT32_MAX, &partitions)) ||
-		(problem = queen_query_int(q, "leaseSeconds", 0, PG_INT32_MIN, PG_INT32_MAX, &lease)) ||
+	/*
+	 * batch is bounded by what one ack may acknowledge, so that what a pop
+	 * delivers can be acknowledged in one request; partitions 0 is no limit,
+	 * leaseSeconds 0 the queue's leaseTime.
+	 */
+	if ((problem = queen_query_int(q, "batch", QUEEN_POP_DEFAULT_BATCH, 1,
+								   Max(queen_max_ack_items, 1), &batch)) ||
+		(problem = queen_query_int(q, "partitions", 1, 0, PG_INT32_MAX, &partitions)) ||
+		(problem = queen_query_int(q, "leaseSeconds", 0, 0, queen_max_lease_seconds, &lease)) ||
 		(problem = queen_query_int(q, "timeout", QUEEN_POP_DEFAULT_TIMEOUT_MS, 0,
 								   QUEEN_POP_MAX_TIMEOUT_MS, &timeout)) ||
 		(problem = queen_query_bool(q, "wait", false, wait)) ||
@@ -133,7 +168,8 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 
 	pg_atomic_fetch_add_u64(&queen_broker->metrics.pop_requests, 1);
 	memset(&m, 0, sizeof(m));
-	if (!queen_read_query(req, &q) || !queen_pop_numbers(req, &q, &m, &wait, &timeout_ms))
+	if (!queen_read_query(req, queen_pop_params, &q) ||
+		!queen_pop_numbers(req, &q, &m, &wait, &timeout_ms))
 		return;
 	ns = queen_query_get(&q, "namespace", &nslen);
 	task = queen_query_get(&q, "task", &tasklen);
@@ -161,7 +197,8 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 		!queen_check_param(req, "partition name", partition, plen) ||
 		!queen_check_param(req, "namespace", ns, nslen) ||
 		!queen_check_param(req, "task", task, tasklen) ||
-		!queen_check_param(req, "consumerGroup", group, glen))
+		!queen_check_param(req, "consumerGroup", group, glen) ||
+		!queen_check_subscription(req, mode, from))
 		return;
 
 	m.queue = queen_text(queue, qlen);
@@ -232,16 +269,21 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 	QueenAckInput *items;
 	int			nitems;
 	const char *problem;
+	int			status;
 	StringInfoData arg;
 	QueenWireAck head;
+	QueenQuery	q;
 	int			shard = -1;
 	int			i;
 
 	pg_atomic_fetch_add_u64(&queen_broker->metrics.ack_requests, 1);
-	problem = queen_parse_ack_body(req->body, req->body_len, batch, &group, &glen, &items, &nitems);
+	if (!queen_read_query(req, queen_no_params, &q))
+		return;
+	problem = queen_parse_ack_body(req->body, req->body_len, batch, queen_max_ack_items, &status,
+								   &group, &glen, &items, &nitems);
 	if (problem != NULL)
 	{
-		queen_respond_error(req, 400, problem);
+		queen_respond_error(req, status, problem);
 		return;
 	}
 	pg_atomic_fetch_add_u64(&queen_broker->metrics.ack_items, nitems);
@@ -302,22 +344,47 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 	QueenWireRenew m;
 	int32		seconds;
 	const char *problem;
+	pg_uuid_t	id;
 	StringInfoData arg;
+	QueenQuery	q;
 
+	if (!queen_read_query(req, queen_no_params, &q))
+		return;
 	problem = queen_parse_seconds_body(req->body, req->body_len, &seconds);
-	if (problem == NULL)
-		problem = queen_name_problem(lease, len, QUEEN_LEASE_ID_LEN);
+	if (problem == NULL && (seconds < 1 || seconds > queen_max_lease_seconds))
+		problem = psprintf("seconds must be from 1 to %d (queen.max_lease_seconds)",
+						   queen_max_lease_seconds);
+	/* lease ids are UUIDs, compared in their canonical lower-case form */
+	if (problem == NULL && (len != QUEEN_LEASE_ID_LEN && len != UUID_LEN * 2))
+		problem = "leaseId must be a UUID (the leaseId a pop answered)";
+	if (problem == NULL && !queen_uuid_parse(pnstrdup(lease, len), &id))
+		problem = "leaseId must be a UUID (the leaseId a pop answered)";
 	if (problem != NULL)
 	{
 		queen_respond_error(req, 400, problem);
 		return;
 	}
+	lease = queen_lease_id_normal(pnstrdup(lease, len));
+	len = strlen(lease);
 	m.lease = queen_text(lease, len);
 	m.seconds = seconds;
 	initStringInfo(&arg);
 	queen_wire_put_renew(&arg, &m);
 	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_RENEW, -1,
 								arg.data, arg.len);
+}
+
+/* A from or to bound of the listing: "now" or ISO-8601; why not, or NULL. */
+static const char *
+queen_bound_problem(const char *name, const char *value)
+{
+	TimestampTz t;
+
+	if (value == NULL || value[0] == '\0' || strcmp(value, "now") == 0 ||
+		queen_parse_iso8601(value, &t))
+		return NULL;
+	return psprintf("%s must be \"now\" or an ISO-8601 timestamp such as 2026-01-31T08:00:00Z",
+					name);
 }
 
 /* GET /api/v1/dlq?queue=&consumerGroup=&partition=&from=&to=&limit=&offset= */
@@ -342,7 +409,7 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 	StringInfoData arg;
 
 	(void) params;
-	if (!queen_read_query(req, &q))
+	if (!queen_read_query(req, queen_dlq_params, &q))
 		return;
 	queue = queen_query_get(&q, "queue", &qlen);
 	group = queen_query_get(&q, "consumerGroup", &glen);
@@ -352,8 +419,10 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 	if (queue == NULL || qlen == 0)
 		problem = "queue is required";
 	else if ((problem = queen_query_int(&q, "limit", QUEEN_DLQ_DEFAULT_LIMIT, 1,
-										QUEEN_DLQ_MAX_LIMIT, &limit)) == NULL)
-		problem = queen_query_int(&q, "offset", 0, 0, PG_INT64_MAX, &offset);
+										QUEEN_DLQ_MAX_LIMIT, &limit)) == NULL &&
+			 (problem = queen_query_int(&q, "offset", 0, 0, PG_INT64_MAX, &offset)) == NULL &&
+			 (problem = queen_bound_problem("from", from)) == NULL)
+		problem = queen_bound_problem("to", to);
 	if (problem != NULL)
 	{
 		queen_respond_error(req, 400, problem);
@@ -390,7 +459,7 @@ queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params)
 	const char *problem;
 	StringInfoData arg;
 
-	if (!queen_read_query(req, &q))
+	if (!queen_read_query(req, queen_group_delete_params, &q))
 		return;
 	problem = queen_query_bool(&q, "deleteMetadata", true, &metadata);
 	if (problem != NULL)

@@ -159,6 +159,12 @@ queen_metrics_render_consume(StringInfo out, QueenMetrics *m)
 	queen_metric_u64(out, "queen_consume_shared_failures_total", "counter",
 					 "Shared transactions of consumption requests that failed; each of their requests then ran alone.",
 					 pg_atomic_read_u64(&m->consume_shared_failed));
+	queen_metric_u64(out, "queen_pop_leases_restamped_total", "counter",
+					 "Pops whose leases started again just before their COMMIT, because they had aged while the pop ran.",
+					 pg_atomic_read_u64(&m->leases_restamped));
+	queen_metric_u64(out, "queen_consume_lock_timeouts_total", "counter",
+					 "Consumption requests answered 503 because a row they needed stayed locked by another transaction past queen.consume_lock_timeout.",
+					 pg_atomic_read_u64(&m->consume_lock_timeouts));
 }
 
 /* A Prometheus label value: backslash, double quote and newline escaped. */

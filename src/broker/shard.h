@@ -36,11 +36,12 @@ extern bool queen_shard_run_controls(void);
 extern int	queen_shard_consume(uint8 op, const pg_uuid_t *tenant, const char *arg,
 								uint32 arglen, StringInfo out);
 extern int	queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen,
-									   const char *message, StringInfo out);
+									   int sqlerrcode, const char *message, StringInfo out);
 extern void queen_shard_consume_done(bool committed);
 extern void queen_shard_consume_lock(int n, const uint8 *ops, char *const *args,
 									 const uint32 *arglens);
 extern void queen_shard_consume_discard(void);
-extern void queen_shard_consume_check_age(void);
+extern void queen_shard_consume_begin(void);
+extern void queen_shard_consume_restamp(void);
 
 #endif							/* QUEEN_SHARD_H */

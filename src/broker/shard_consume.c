@@ -28,6 +28,7 @@
 #include "catalog/pg_type_d.h"
 #include "pgstat.h"
 #include "utils/backend_status.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
@@ -41,25 +42,32 @@ typedef struct QueenConsumeCounts
 	uint64		failed;
 	uint64		dlq;
 	uint64		extensions;
+	uint64		restamped;
 } QueenConsumeCounts;
 
 static QueenConsumeCounts queen_consume_counts;
 
 /*
- * The leases the running transaction's pops granted: when the first pop
- * began, and the earliest expiry among them (0: none yet), so a shared
- * transaction that ran long can refuse to hand out leases already aged
- * (queen_shard_consume_check_age).
+ * The pops of the running transaction that granted leases, so that those
+ * which aged before the COMMIT start again then (queen_shard_consume_restamp).
+ * In the transaction's memory: the list goes with it.
  */
-static TimestampTz queen_consume_lease_from = 0;
-static TimestampTz queen_consume_lease_until = 0;
+typedef struct QueenLeasedPop
+{
+	QueenPopRequest *req;
+	QueenPopResult *res;
+} QueenLeasedPop;
+
+static List *queen_consume_leased = NIL;
+
+/* A lease that aged less than this (or a hundredth of it) is not restamped. */
+#define QUEEN_RESTAMP_MIN_USECS	(10 * 1000)
 
 static void
 queen_consume_reset(void)
 {
 	memset(&queen_consume_counts, 0, sizeof(queen_consume_counts));
-	queen_consume_lease_from = 0;
-	queen_consume_lease_until = 0;
+	queen_consume_leased = NIL;
 }
 
 static SPIPlanPtr queen_released_plan = NULL;
@@ -92,12 +100,12 @@ queen_consume_pop(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
 {
 	QueenWirePop m;
 	QueenPopRequest req;
-	QueenPopResult res;
+	QueenPopResult *res = palloc0(sizeof(QueenPopResult));
+	const char *problem;
 
 	if (!queen_wire_get_pop(r, &m))
 		return queen_consume_malformed(out);
 	memset(&req, 0, sizeof(req));
-	memset(&res, 0, sizeof(res));
 	req.tenant = *tenant;
 	req.queue = queen_text_or_null(m.queue);
 	req.partition = queen_text_or_null(m.partition);
@@ -109,33 +117,40 @@ queen_consume_pop(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
 	req.lease_seconds = m.lease_seconds;
 	req.auto_ack = m.auto_ack != 0;
 	req.retry_until = (TimestampTz) m.retry_until;
-	queen_sub_mode_parse(queen_text_or_null(m.sub_mode), queen_text_or_null(m.sub_from),
-						 &req.sub_mode, &req.sub_from);
+	/* the listener refused what this refuses; a listener of another build may not have */
+	problem = queen_sub_mode_parse(queen_text_or_null(m.sub_mode), queen_text_or_null(m.sub_from),
+								   "subscriptionMode", "subscriptionFrom",
+								   &req.sub_mode, &req.sub_from);
+	if (problem != NULL)
+	{
+		appendStringInfoString(out, "{\"error\":");
+		escape_json(out, problem);
+		appendStringInfoChar(out, '}');
+		return 400;
+	}
 	req.lease_id[0] = '\0';
 
 	pgstat_report_activity(STATE_RUNNING, "queen: pop");
-	if (queen_consume_lease_from == 0)
-		queen_consume_lease_from = GetCurrentTimestamp();
-	queen_pop(&req, &res);
-	if (res.nmessages > 0 && queen_test_fault("pop_error_before_commit"))
+	queen_pop(&req, res);
+	if (res->nmessages > 0 && queen_test_fault("pop_error_before_commit"))
 		elog(ERROR, "queen.test_fault: a pop fails after its claim, before its COMMIT");
-	queen_consume_counts.pop_messages += res.nmessages;
-	queen_consume_counts.leases_expired += res.leases_expired;
-	if (!req.auto_ack)
+	queen_consume_counts.pop_messages += res->nmessages;
+	queen_consume_counts.leases_expired += res->leases_expired;
+	if (res->nmessages == 0)
 	{
-		int			i;
-
-		for (i = 0; i < res.npartitions; i++)
-			if (queen_consume_lease_until == 0 ||
-				res.partitions[i].lease_expires_at < queen_consume_lease_until)
-				queen_consume_lease_until = res.partitions[i].lease_expires_at;
-	}
-	if (res.nmessages == 0)
-	{
-		queen_wire_put_pop_hint(out, res.retry_at);
+		queen_wire_put_pop_hint(out, res->retry_at);
 		return 204;
 	}
-	queen_render_pop(out, &req, &res);
+	if (!req.auto_ack)
+	{
+		QueenLeasedPop *lp = palloc(sizeof(QueenLeasedPop));
+
+		lp->req = palloc(sizeof(QueenPopRequest));
+		*lp->req = req;
+		lp->res = res;
+		queen_consume_leased = lappend(queen_consume_leased, lp);
+	}
+	queen_render_pop(out, &req, res);
 	return 200;
 }
 
@@ -412,15 +427,17 @@ queen_consume_renew(QueenMsgReader *r, StringInfo out)
 static bool
 queen_consume_bound(QueenWireText t, TimestampTz absent, TimestampTz *out)
 {
-	QueenSubMode mode;
+	char	   *text = pnstrdup(t.data, t.len);
 
 	*out = absent;
 	if (t.len == 0)
 		return true;
-	queen_sub_mode_parse(NULL, pnstrdup(t.data, t.len), &mode, out);
-	if (mode == QUEEN_SUB_NEW)
+	if (strcmp(text, "now") == 0)
+	{
 		*out = GetCurrentTransactionStartTimestamp();
-	return mode != QUEEN_SUB_ALL;
+		return true;
+	}
+	return queen_parse_iso8601(text, out);
 }
 
 static void
@@ -619,45 +636,94 @@ queen_shard_consume_lock(int n, const uint8 *ops, char *const *args, const uint3
  * answer.  A pop's lease was never taken; an ack's items were not applied.
  */
 int
-queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen, const char *message,
-						   StringInfo out)
+queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen, int sqlerrcode,
+						   const char *message, StringInfo out)
 {
 	QueenMsgReader r;
 	static const char *const what[] = {"pop", "ack", "lease extension", "dead-letter listing",
 	"consumer group deletion"};
+	const char *name = op >= QUEEN_CONTROL_POP && op <= QUEEN_CONTROL_DELETE_GROUP ?
+		what[op - QUEEN_CONTROL_POP] : "request";
 
 	/* what the body counted before it failed did not happen */
 	queen_consume_reset();
 	queen_wire_reader(&r, arg, arglen);
+
+	/*
+	 * A row another transaction held past queen.consume_lock_timeout: nothing
+	 * was applied, and trying again soon will do (Queen's clients retry a
+	 * 5xx by themselves; an ack sent again answers noop for what was applied).
+	 */
+	if (sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+	{
+		pg_atomic_fetch_add_u64(&queen_broker->metrics.consume_lock_timeouts, 1);
+		appendStringInfoString(out, "{\"error\":");
+		escape_json(out, psprintf("%s not applied: a row it needs is locked by another transaction (held longer than queen.consume_lock_timeout, %d ms); nothing was changed, retry",
+								  name, queen_consume_lock_timeout_ms));
+		appendStringInfoChar(out, '}');
+		return 503;
+	}
 	if (op == QUEEN_CONTROL_ACK)
 		return queen_consume_ack_failed(&r, message, out);
 	appendStringInfoString(out, "{\"error\":");
-	escape_json(out, psprintf("%s failed: %s",
-							  op >= QUEEN_CONTROL_POP && op <= QUEEN_CONTROL_DELETE_GROUP ?
-							  what[op - QUEEN_CONTROL_POP] : "request", message));
+	escape_json(out, psprintf("%s failed: %s", name, message));
 	appendStringInfoChar(out, '}');
 	return 500;
 }
 
 /*
- * Before a shared transaction commits: if the leases its pops granted have
- * aged by more than a quarter of the shortest of them (a request behind
- * them waited for a lock), an ERROR, so that its requests run again one by
- * one and every pop hands out a fresh lease, never one about to expire.
+ * Before a consumption transaction's COMMIT: a lease its pops granted that
+ * has aged since (a long read, the rendering of a big answer, requests that
+ * ran after it in a shared transaction) starts again now, so the consumer
+ * gets its whole lease from the moment it is answered, give or take the
+ * COMMIT and the answer's way to the listener.  A hundredth of the lease (at
+ * least 10 ms) is let go: most pops are answered within it, and restamping
+ * every lease would cost an UPDATE per partition per pop.
  */
 void
-queen_shard_consume_check_age(void)
+queen_shard_consume_restamp(void)
 {
-	TimestampTz from = queen_consume_lease_from;
-	TimestampTz until = queen_consume_lease_until;
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
 
-	if (until == 0 || from == 0)
-		return;
-	if ((GetCurrentTimestamp() - from) * 4 > until - from)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("queen: shared consumption transaction ran too long for the leases it granted"),
-				 errdetail("Its requests run again one by one.")));
+	foreach(lc, queen_consume_leased)
+	{
+		QueenLeasedPop *lp = (QueenLeasedPop *) lfirst(lc);
+		TimestampTz oldest = DT_NOEND;
+		TimestampTz shortest = PG_INT64_MAX;
+		int			i;
+
+		for (i = 0; i < lp->res->npartitions; i++)
+		{
+			QueenPopPartition *part = &lp->res->partitions[i];
+
+			oldest = Min(oldest, part->lease_acquired_at);
+			shortest = Min(shortest, part->lease_expires_at - part->lease_acquired_at);
+		}
+		if (now - oldest > Max(shortest / 100, QUEEN_RESTAMP_MIN_USECS))
+		{
+			pgstat_report_activity(STATE_RUNNING, "queen: restamping aged leases");
+			queen_pop_restamp(lp->req, lp->res);
+			queen_consume_counts.restamped++;
+		}
+	}
+}
+
+/*
+ * Every consumption transaction begins here: a row lock held outside the
+ * broker (an application's open transaction that popped or acknowledged
+ * from SQL) is waited for at most queen.consume_lock_timeout, so one such
+ * transaction cannot stall the shard and every push queued behind it.  SET
+ * LOCAL: it ends with the transaction, and push bundles keep their own.
+ */
+void
+queen_shard_consume_begin(void)
+{
+	char		ms[32];
+
+	snprintf(ms, sizeof(ms), "%d", queen_consume_lock_timeout_ms);
+	(void) set_config_option("lock_timeout", ms, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
 }
 
 /*
@@ -688,6 +754,7 @@ queen_shard_consume_done(bool committed)
 		pg_atomic_fetch_add_u64(&m->ack_acked, c->acked);
 		pg_atomic_fetch_add_u64(&m->dlq_filed, c->dlq);
 		pg_atomic_fetch_add_u64(&m->lease_extensions, c->extensions);
+		pg_atomic_fetch_add_u64(&m->leases_restamped, c->restamped);
 		pg_atomic_fetch_add_u64(&m->wakes_ack, queen_wake_publish());
 	}
 	else

@@ -120,7 +120,9 @@ queen_shard_control_body(void *arg)
 		case QUEEN_CONTROL_RENEW:
 		case QUEEN_CONTROL_DLQ:
 		case QUEEN_CONTROL_DELETE_GROUP:
+			queen_shard_consume_begin();
 			tx->status = queen_shard_consume(c->op, &c->tenant, c->arg, c->arglen, &tx->out);
+			queen_shard_consume_restamp();
 			break;
 		default:
 			tx->status = 400;
@@ -147,8 +149,8 @@ queen_shard_run_control(QueenControl *c)
 	{
 		resetStringInfo(&tx.out);
 		if (QUEEN_CONTROL_CONSUMES(c->op))
-			tx.status = queen_shard_consume_failed(c->op, c->arg, c->arglen, result.message,
-												   &tx.out);
+			tx.status = queen_shard_consume_failed(c->op, c->arg, c->arglen, result.sqlerrcode,
+												   result.message, &tx.out);
 		else if (c->op == QUEEN_CONTROL_HEALTH)
 		{
 			tx.status = 503;
@@ -204,9 +206,9 @@ typedef struct QueenConsumeBatch
 /*
  * The rows the acks and lease extensions will lock are locked first, in
  * the global order.  Pops run after the other requests, which may wait for
- * a row lock (an ack behind a user's open transaction), so a pop's lease
- * starts as late as possible; if the transaction still ran long for the
- * leases it granted, it fails and its requests run again one by one.
+ * a row lock (up to queen.consume_lock_timeout), so a pop's lease starts as
+ * late as possible; a lease that aged all the same starts again just before
+ * the COMMIT.
  */
 static void
 queen_shard_consume_batch_body(void *arg)
@@ -224,6 +226,7 @@ queen_shard_consume_batch_body(void *arg)
 		args[i] = b->txs[i].c->arg;
 		arglens[i] = b->txs[i].c->arglen;
 	}
+	queen_shard_consume_begin();
 	queen_shard_consume_lock(b->n, ops, args, arglens);
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < b->n; i++)
@@ -235,7 +238,7 @@ queen_shard_consume_batch_body(void *arg)
 			b->txs[i].status = queen_shard_consume(c->op, &c->tenant, c->arg, c->arglen,
 												   &b->txs[i].out);
 		}
-	queen_shard_consume_check_age();
+	queen_shard_consume_restamp();
 }
 
 static void

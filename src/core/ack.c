@@ -1,10 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * ack.c
- *	  The ack: status normalisation (reference 5.1), the decision procedure
- *	  over one consumer row (5.4), dead-letter filing, and lease renewal
- *	  (5.5).  Both doors call it: queen.ack and friends in the caller's
- *	  transaction, the broker from a worker's.
+ *	  The ack: status normalisation (reference 5.1) and the decision
+ *	  procedure over one consumer row (5.4).  Both doors call it: queen.ack
+ *	  and friends in the caller's transaction, the broker from a worker's.
  *
  * Items are grouped by (partition, lease id) and the groups run in
  * ascending (partition id, lease id) order.  A group takes exactly one row
@@ -30,23 +29,18 @@
  * kept in the row rather than in a process's memory, so it holds whichever
  * process or session pops and acks).
  *
- * A dead letter is filed here, in the same transaction as the cursor move
- * past it, with a snapshot of the message read from its segment: there is
- * no window in which the message is neither in the log's reach nor in the
- * DLQ.
+ * A dead letter is filed in the same transaction as the cursor move past
+ * it (ack_dlq.c).  Lease renewal is lease.c's.
  *
  *-------------------------------------------------------------------------
  */
-#include "queen.h"
-#include "consume.h"
+#include "ack_int.h"
 #include "hash_refs.h"
-#include "log_read.h"
 #include "spi.h"
 #include "txns_walk.h"
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
-#include "utils/jsonb.h"
 #include "utils/memutils.h"
 
 /*
@@ -83,58 +77,24 @@ static const char *const sql_ack_update =
 "       lease_expires_at = CASE WHEN $4 THEN NULL ELSE lease_expires_at END,"
 "       batch_retry_count = $5,"
 "       attempt_offset = CASE WHEN $6 THEN NULL ELSE attempt_offset END,"
+"       attempt_end = CASE WHEN $6 THEN NULL ELSE attempt_end END,"
 "       attempt_count = CASE WHEN $6 THEN 0 ELSE attempt_count END,"
 "       batch_digest = CASE WHEN $4 THEN NULL ELSE batch_digest END"
 " WHERE partition_id = $1 AND consumer_group = $2";
 
-static const char *const sql_dlq_insert =
-"INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,"
-"                           transaction_id, payload, error, retry_count, created_at)"
-" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now()))";
-
-/*
- * Every live lease of a lease id, locked in the global order before any is
- * updated, so a renewal and an ack of the same partitions cannot deadlock.
- * The new expiry counts from the clock, not the transaction's start, so a
- * renewal late in a long transaction still buys the time it asks for.
- */
-static const char *const sql_renew =
-"WITH l AS (SELECT partition_id, consumer_group FROM queen.log_consumers"
-"            WHERE worker_id = $1 AND lease_expires_at > now()"
-"            ORDER BY partition_id, consumer_group FOR UPDATE)"
-"UPDATE queen.log_consumers c"
-"   SET lease_expires_at = GREATEST(c.lease_expires_at,"
-"                                   clock_timestamp() + make_interval(secs => $2))"
-"  FROM l"
-" WHERE c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group"
-" RETURNING c.lease_expires_at";
-
-/*
- * The consumer rows a transaction is about to ack or renew under several
- * groups or requests, locked in the global order (ascending partition id,
- * then group).  The ORDER BY sorts before the rows are locked, so they are
- * taken in that order.  The live leases of the lease ids given are found
- * by a scan, as the renewal itself finds them; with none given, the
- * one-time filter skips that scan.
- */
-static const char *const sql_lock_consumers =
-"SELECT 1 FROM queen.log_consumers c"
-" WHERE (c.partition_id, c.consumer_group) IN"
-"       (SELECT k.p, k.g FROM unnest($1::uuid[], $2::text[]) AS k(p, g)"
-"        UNION ALL"
-"        SELECT l.partition_id, l.consumer_group FROM queen.log_consumers l"
-"         WHERE cardinality($3) > 0 AND l.worker_id = ANY ($3) AND l.lease_expires_at > now())"
-" ORDER BY c.partition_id, c.consumer_group FOR UPDATE OF c";
-
 static SPIPlanPtr queen_ack_lock_plan = NULL;
-static SPIPlanPtr queen_lock_consumers_plan = NULL;
 static SPIPlanPtr queen_ack_partition_plan = NULL;
 static SPIPlanPtr queen_ack_update_plan = NULL;
-static SPIPlanPtr queen_dlq_insert_plan = NULL;
-static SPIPlanPtr queen_renew_plan = NULL;
 
 /* What an item is told when its ack was not carried out. */
-#define QUEEN_ACK_LEASE_PROBLEM "invalid or expired lease"
+#define QUEEN_ACK_RELEASED_PROBLEM \
+	"invalid lease: the partition holds no lease now (an earlier ack, nack or retry released it), " \
+	"and this message was not acknowledged; nothing was applied"
+#define QUEEN_ACK_EXPIRED_PROBLEM \
+	"expired lease: it ended before this ack, which was not applied; its messages are delivered again"
+#define QUEEN_ACK_TAKEN_PROBLEM \
+	"invalid lease: not the partition's current lease (it expired or was released, and the " \
+	"partition was leased again); nothing was applied"
 #define QUEEN_ACK_STALE_PROBLEM \
 	"already committed: the cursor moved past this message before this ack"
 #define QUEEN_ACK_UNRESOLVED_PROBLEM \
@@ -143,42 +103,6 @@ static SPIPlanPtr queen_renew_plan = NULL;
 #define QUEEN_ACK_NO_PARTITION_PROBLEM "unresolvable: no such partition"
 #define QUEEN_ACK_NO_CONSUMER_PROBLEM \
 	"consumer not found: this consumer group holds no cursor on this partition"
-#define QUEEN_DLQ_DEFAULT_ERROR "Retries exhausted"
-
-/* One (partition, lease id) group of items and what 5.4 decides for it. */
-typedef struct QueenAckGroup
-{
-	const pg_uuid_t *pid;
-	const char *group;
-	const char *lease;			/* NULL: acknowledged without a lease */
-	QueenAckItem **items;		/* in input order */
-	int			n;
-	uint8	   *hashes;			/* n * 16 */
-	int64	   *eff;			/* offset in the span, -1 */
-	int64	   *below;			/* an occurrence at or below the cursor, -1 */
-
-	/* the consumer row as locked, and its queue's settings */
-	int64		committed;
-	int64		batch_end;		/* -1: no lease */
-	int32		retry_count;
-	int64		txns_start;
-	int32		retry_limit;
-	bool		dlq_enabled;
-	bool		has_digest;		/* the pop recorded the batch's digest */
-	QueenTxnDigest digest;
-
-	/* the decision */
-	int64		sig_off;		/* the head signal's offset, -1: none */
-	QueenAckStatus sig_kind;
-	int64		new_committed;	/* the completed prefix below the signal */
-	int64		final;			/* the cursor after the branch */
-	bool		release;
-	bool		reset_attempts;
-	int32		new_retry_count;
-	int64		filed;			/* offset filed as a dead letter, -1 */
-	int64		dropped;		/* offset dropped (no DLQ), -1 */
-	const char *filing_note;
-} QueenAckGroup;
 
 /* ----------------------------------------------------------------
  *		Status normalisation (5.1)
@@ -442,124 +366,6 @@ queen_ack_decide(QueenAckGroup *g)
 }
 
 /* ----------------------------------------------------------------
- *		Dead-letter filing
- * ----------------------------------------------------------------
- */
-
-/* A stored payload as the snapshot's jsonb; an empty payload has none. */
-static Datum
-queen_dlq_payload(const QueenFrame *frame, int64 off, bool *isnull)
-{
-	char	   *problem;
-
-	*isnull = frame->payload_len == 0;
-	if (*isnull)
-		return (Datum) 0;
-	problem = queen_json_syntax_problem(frame->payload, frame->payload_len);
-	if (problem != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("queen: the message at offset " INT64_FORMAT " cannot be dead-lettered: its payload is not JSON: %s",
-						off, problem)));
-	return DirectFunctionCall1(jsonb_in,
-							   CStringGetDatum(pnstrdup(frame->payload, frame->payload_len)));
-}
-
-/*
- * The item whose message is the head signal's, for its transactionId and,
- * when it says one, the error text.
- */
-static const QueenAckItem *
-queen_ack_head_item(const QueenAckGroup *g)
-{
-	const QueenAckItem *head = NULL;
-	int			i;
-
-	for (i = 0; i < g->n; i++)
-		if (g->eff[i] == g->sig_off &&
-			(head == NULL || (head->error == NULL && g->items[i]->error != NULL)))
-			head = g->items[i];
-	return head;
-}
-
-/*
- * The error a dead letter records: the head's own, else the first nack's of
- * the group, else Queen's default.
- */
-static const char *
-queen_dlq_error(const QueenAckGroup *g, const QueenAckItem *head)
-{
-	int			i;
-
-	if (head->error != NULL)
-		return head->error;
-	for (i = 0; i < g->n; i++)
-		if (g->items[i]->status != QUEEN_ACK_COMPLETED && g->items[i]->error != NULL)
-			return g->items[i]->error;
-	return QUEEN_DLQ_DEFAULT_ERROR;
-}
-
-/*
- * File the head signal's message in log_dlq with a snapshot read from its
- * segment.  A segment retained away since the delivery leaves only what the
- * ack knows (the transactionId), and the item is told so.  A damaged
- * segment is an error: filing a message we cannot read would lose it.
- */
-static void
-queen_dlq_file(QueenAckGroup *g)
-{
-	const QueenAckItem *head = queen_ack_head_item(g);
-	const char *error = queen_dlq_error(g, head);
-	QueenStoredSegment stored;
-	pg_uuid_t	message_id;
-	Datum		values[9];
-	bool		isnull;
-	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-	Oid			types[9] = {UUIDOID, TEXTOID, INT8OID, UUIDOID, TEXTOID, JSONBOID,
-		TEXTOID, INT4OID, TIMESTAMPTZOID};
-
-	values[0] = UUIDPGetDatum(g->pid);
-	values[1] = CStringGetTextDatum(g->group);
-	values[2] = Int64GetDatum(g->filed);
-	if (queen_segment_at(g->pid, g->filed, &stored))
-	{
-		QueenSegmentFrames sf;
-		QueenFrame	frame;
-		const char *problem;
-
-		problem = queen_segment_frames_open(&sf, stored.base_offset, stored.end_offset,
-											stored.created_at, stored.blob);
-		while (problem == NULL && sf.next <= g->filed)
-			problem = queen_segment_frames_next(&sf, &frame);
-		if (problem != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("queen: the segment at offset " INT64_FORMAT " cannot be read to dead-letter offset " INT64_FORMAT ": %s",
-							stored.base_offset, g->filed, problem)));
-		message_id = frame.message_id;
-		values[4] = PointerGetDatum(cstring_to_text_with_len(frame.txn, frame.txn_len));
-		values[5] = queen_dlq_payload(&frame, g->filed, &isnull);
-		nulls[5] = isnull ? 'n' : ' ';
-		values[8] = TimestampTzGetDatum(stored.created_at);
-	}
-	else
-	{
-		memset(&message_id, 0, sizeof(message_id));
-		values[4] = PointerGetDatum(cstring_to_text_with_len(head->transaction_id,
-															 head->txn_len));
-		nulls[5] = 'n';
-		nulls[8] = 'n';
-		g->filing_note = "dead-lettered without a snapshot: the message's segment is no longer stored";
-	}
-	values[3] = UUIDPGetDatum(&message_id);
-	values[6] = CStringGetTextDatum(error);
-	values[7] = Int32GetDatum(g->retry_count);
-	if (SPI_execute_plan(queen_plan_once(&queen_dlq_insert_plan, sql_dlq_insert, 9, types, false),
-						 values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "queen: dead-letter insert failed");
-}
-
-/* ----------------------------------------------------------------
  *		One group
  * ----------------------------------------------------------------
  */
@@ -630,12 +436,18 @@ queen_ack_lock(QueenAckGroup *g, MemoryContext out_cxt)
 		}
 	}
 
-	if (g->lease != NULL &&
-		(worker == NULL || strcmp(worker, g->lease) != 0 || !live || g->batch_end < 0))
-	{
-		queen_ack_refuse(g, QUEEN_ACK_LEASE_PROBLEM, out_cxt);
-		return false;
-	}
+	/*
+	 * A lease that is not the row's live one applies nothing; but an ack
+	 * sent again after it was applied (its answer was lost) is still told
+	 * so, whatever lease it names (queen_ack_applied).
+	 */
+	g->lease_problem = NULL;
+	if (g->lease != NULL && worker == NULL)
+		g->lease_problem = QUEEN_ACK_RELEASED_PROBLEM;
+	else if (g->lease != NULL && strcmp(worker, g->lease) != 0)
+		g->lease_problem = QUEEN_ACK_TAKEN_PROBLEM;
+	else if (g->lease != NULL && (!live || g->batch_end < 0))
+		g->lease_problem = QUEEN_ACK_EXPIRED_PROBLEM;
 	return true;
 }
 
@@ -673,9 +485,15 @@ queen_ack_verdict(const QueenAckGroup *g, int i, MemoryContext out_cxt)
 	item->offset = eff >= 0 ? eff : g->below[i];
 	if (eff < 0 && g->below[i] >= 0)
 	{
-		/* below the cursor: a duplicate ack is harmless, a late nack is not */
-		item->noop = item->status == QUEEN_ACK_COMPLETED;
+		/*
+		 * Below the cursor: a completed ack sent again is harmless, and so
+		 * is a nack or reject sent again after it filed its message; any
+		 * other late nack is not.
+		 */
+		item->noop = item->status == QUEEN_ACK_COMPLETED ||
+			(item->status != QUEEN_ACK_RETRY && queen_ack_filed(g, g->below[i]));
 		item->success = item->noop;
+		item->dlq = item->noop && item->status != QUEEN_ACK_COMPLETED;
 		if (!item->noop)
 			problem = QUEEN_ACK_STALE_PROBLEM;
 	}
@@ -745,6 +563,33 @@ queen_ack_whole_batch(QueenAckGroup *g)
 	return true;
 }
 
+/*
+ * The lease named is not the row's live one: nothing is applied.  An item
+ * already applied (at or below the cursor: an ack sent again because its
+ * answer was lost) is told so, noop; the others why not.
+ */
+static void
+queen_ack_applied(QueenAckGroup *g, MemoryContext out_cxt)
+{
+	int			i;
+
+	g->eff = palloc(sizeof(int64) * g->n);
+	g->below = palloc(sizeof(int64) * g->n);
+	for (i = 0; i < g->n; i++)
+		g->eff[i] = g->below[i] = -1;
+	if (g->committed >= 0)
+		queen_ack_walk(g, true, 0, g->committed, queen_ack_visit_below);
+	g->release = false;
+	g->filed = g->dropped = g->sig_off = -1;
+	for (i = 0; i < g->n; i++)
+	{
+		if (g->below[i] >= 0)
+			queen_ack_verdict(g, i, out_cxt);
+		else
+			g->items[i]->problem = MemoryContextStrdup(out_cxt, g->lease_problem);
+	}
+}
+
 /* 5.4 for one group of items; true when it released the lease. */
 static bool
 queen_ack_group(QueenAckGroup *g, MemoryContext out_cxt)
@@ -754,6 +599,11 @@ queen_ack_group(QueenAckGroup *g, MemoryContext out_cxt)
 	if (!queen_ack_lock(g, out_cxt))
 		return false;
 	queen_ack_hash(g);
+	if (g->lease_problem != NULL)
+	{
+		queen_ack_applied(g, out_cxt);
+		return false;
+	}
 	if (queen_ack_whole_batch(g))
 		return true;
 	queen_ack_resolve(g);
@@ -819,6 +669,7 @@ queen_ack(const char *group, QueenAckItem *items, int nitems)
 		items[i].dlq = false;
 		items[i].noop = false;
 		items[i].offset = -1;
+		items[i].lease_id = queen_lease_id_normal(items[i].lease_id);
 	}
 	if (nitems <= 0)
 		return 0;
@@ -858,66 +709,4 @@ queen_ack(const char *group, QueenAckItem *items, int nitems)
 	}
 	SPI_finish();
 	return released;
-}
-
-int
-queen_renew_lease(const char *lease_id, int32 seconds, TimestampTz *earliest)
-{
-	Oid			types[2] = {TEXTOID, FLOAT8OID};
-	Datum		values[2];
-	int			renewed;
-	uint64		r;
-
-	*earliest = 0;
-	if (lease_id == NULL || lease_id[0] == '\0')
-		return 0;
-	queen_spi_connect();
-	values[0] = CStringGetTextDatum(lease_id);
-	values[1] = Float8GetDatum((double) Max(seconds, 1));
-	queen_exec(queen_plan_once(&queen_renew_plan, sql_renew, 2, types, false),
-			   values, SPI_OK_UPDATE_RETURNING, "lease renewal");
-	renewed = (int) SPI_processed;
-	for (r = 0; r < SPI_processed; r++)
-	{
-		TimestampTz t = queen_get_timestamptz(SPI_tuptable->vals[r],
-											  SPI_tuptable->tupdesc, 1);
-
-		if (r == 0 || t < *earliest)
-			*earliest = t;
-	}
-	SPI_finish();
-	return renewed;
-}
-
-void
-queen_lock_consumers(const QueenConsumerKey *keys, int nkeys,
-					 const char *const *leases, int nleases)
-{
-	Oid			types[3] = {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
-	Datum		values[3];
-	Datum	   *pids;
-	Datum	   *groups;
-	Datum	   *lease_ids;
-	int			i;
-
-	if (nkeys + nleases == 0)
-		return;
-	pids = palloc(sizeof(Datum) * Max(nkeys, 1));
-	groups = palloc(sizeof(Datum) * Max(nkeys, 1));
-	for (i = 0; i < nkeys; i++)
-	{
-		pids[i] = UUIDPGetDatum(&keys[i].partition_id);
-		groups[i] = CStringGetTextDatum(keys[i].group);
-	}
-	lease_ids = palloc(sizeof(Datum) * Max(nleases, 1));
-	for (i = 0; i < nleases; i++)
-		lease_ids[i] = CStringGetTextDatum(leases[i]);
-	values[0] = queen_array_datum(pids, nkeys, UUIDOID);
-	values[1] = queen_array_datum(groups, nkeys, TEXTOID);
-	values[2] = queen_array_datum(lease_ids, nleases, TEXTOID);
-
-	queen_spi_connect();
-	queen_exec(queen_plan_once(&queen_lock_consumers_plan, sql_lock_consumers, 3, types, false),
-			   values, SPI_OK_SELECT, "locking consumer rows in order");
-	SPI_finish();
 }

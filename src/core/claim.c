@@ -46,6 +46,7 @@ typedef enum QueenClaimPlanId
 	CLAIM_LEASE,
 	CLAIM_AUTO_ACK,
 	CLAIM_SEAL,
+	CLAIM_RESTAMP,
 	CLAIM_NPLANS
 } QueenClaimPlanId;
 
@@ -65,9 +66,15 @@ static const QueenClaimStatement queen_claim_statements[CLAIM_NPLANS] =
 		"SELECT created_at FROM queen.log_segments WHERE partition_id = $1"
 		" ORDER BY base_offset DESC LIMIT 1",
 	1, {UUIDOID}},
-	/* step 4: the claim; a leased or locked row is skipped, never waited for */
+	/*
+	 * Step 4: the claim; a leased or locked row is skipped, never waited
+	 * for.  With the span a redelivery may cover: what the same first offset
+	 * was delivered with before.
+	 */
 	[CLAIM_LOCK] = {
-		"SELECT committed, worker_id IS NOT NULL FROM queen.log_consumers"
+		"SELECT committed, worker_id IS NOT NULL,"
+		"       CASE WHEN attempt_offset = committed + 1 THEN attempt_end END"
+		"  FROM queen.log_consumers"
 		" WHERE partition_id = $1 AND consumer_group = $2"
 		"   AND (worker_id IS NULL OR lease_expires_at IS NULL OR lease_expires_at < $3)"
 		"   FOR UPDATE SKIP LOCKED",
@@ -77,11 +84,16 @@ static const QueenClaimStatement queen_claim_statements[CLAIM_NPLANS] =
 		"SELECT lease_expires_at FROM queen.log_consumers"
 		" WHERE partition_id = $1 AND consumer_group = $2",
 	2, {UUIDOID, TEXTOID}},
-	/* step 9, leased: the cursor stays; a redelivery counts its attempts */
+	/*
+	 * Step 9, leased: the cursor stays; a redelivery counts its attempts,
+	 * and attempt_end remembers the widest span delivered from this first
+	 * offset, which a redelivery does not go beyond.
+	 */
 	[CLAIM_LEASE] = {
 		"UPDATE queen.log_consumers SET batch_end = $3, worker_id = $4,"
 		"       lease_expires_at = $5, lease_acquired_at = $6,"
 		"       attempt_count = CASE WHEN attempt_offset = $7 THEN attempt_count + 1 ELSE 1 END,"
+		"       attempt_end = CASE WHEN attempt_offset = $7 THEN GREATEST(attempt_end, $3) ELSE $3 END,"
 		"       attempt_offset = $7, batch_digest = $8"
 		" WHERE partition_id = $1 AND consumer_group = $2"
 		" RETURNING attempt_count",
@@ -90,7 +102,7 @@ static const QueenClaimStatement queen_claim_statements[CLAIM_NPLANS] =
 	[CLAIM_AUTO_ACK] = {
 		"UPDATE queen.log_consumers SET committed = $3, batch_end = NULL, worker_id = NULL,"
 		"       lease_expires_at = NULL, lease_acquired_at = NULL, attempt_offset = NULL,"
-		"       attempt_count = 0, batch_retry_count = 0, total_consumed = total_consumed + $4"
+		"       attempt_end = NULL, attempt_count = 0, batch_retry_count = 0, total_consumed = total_consumed + $4"
 		" WHERE partition_id = $1 AND consumer_group = $2",
 	4, {UUIDOID, TEXTOID, INT8OID, INT8OID}},
 
@@ -105,6 +117,11 @@ static const QueenClaimStatement queen_claim_statements[CLAIM_NPLANS] =
 		" WHERE partition_id = $1 AND consumer_group = $2 AND committed < $3"
 		"   AND NOT EXISTS (SELECT 1 FROM queen.log_segments s WHERE s.partition_id = $1)",
 	3, {UUIDOID, TEXTOID, INT8OID}},
+	/* the lease of a pop about to be answered starts again (queen_pop_restamp) */
+	[CLAIM_RESTAMP] = {
+		"UPDATE queen.log_consumers SET lease_acquired_at = $3, lease_expires_at = $4"
+		" WHERE partition_id = $1 AND consumer_group = $2 AND worker_id = $5",
+	5, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID}},
 };
 
 static SPIPlanPtr queen_claim_plans[CLAIM_NPLANS];
@@ -238,7 +255,7 @@ queen_claim_keep(QueenClaim *c, QueenPopPartition *part, int *cap,
  */
 static bool
 queen_claim_lock(QueenClaim *c, QueenClaimTarget *t, int64 *committed,
-				 bool *had_lease)
+				 bool *had_lease, int64 *upto)
 {
 	Datum		values[3];
 	int			attempt;
@@ -255,6 +272,9 @@ queen_claim_lock(QueenClaim *c, QueenClaimTarget *t, int64 *committed,
 
 			*committed = queen_get_int64(tuple, SPI_tuptable->tupdesc, 1);
 			*had_lease = DatumGetBool(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
+			*upto = DatumGetInt64(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 3, &isnull));
+			if (isnull)
+				*upto = PG_INT64_MAX;
 			return true;
 		}
 		if (attempt > 0)
@@ -282,30 +302,52 @@ queen_claim_lock(QueenClaim *c, QueenClaimTarget *t, int64 *committed,
 	return false;
 }
 
+
 /*
  * Read from the cursor forward (4.2 steps 5-7) into the result: at most the
- * budget, and nothing created after the delayedProcessing deadline (created_at
- * is monotone per partition, so what is held back is a suffix).
+ * budget of messages and of bytes (queen.pop_max_bytes; the pop's first
+ * message is taken whatever its size, so every message is deliverable),
+ * nothing past upto (a redelivery repeats the span it was delivered in), and
+ * nothing created after the delayedProcessing deadline (created_at is
+ * monotone per partition, so what is held back is a suffix).
  */
 static void
 queen_claim_read(QueenClaim *c, QueenClaimTarget *t, QueenPopPartition *part,
-				 int64 wanted)
+				 int64 wanted, int64 upto)
 {
 	TimestampTz deadline = DT_NOEND;
 	QueenLogReader reader;
 	QueenLogMessage msg;
 	int			cap = Min(c->budget, 64);
 
+	/*
+	 * What a message costs the byte budget: its strings, and what an answer
+	 * spends on its keys and on the partition and group it repeats, so the
+	 * budget bounds the rendered answer (and the SQL door's rows), not only
+	 * the payloads.
+	 */
+	int64		overhead = QUEEN_POP_MESSAGE_OVERHEAD + strlen(t->partition) +
+		strlen(c->req->group);
+
 	if (t->delayed > 0)
 		deadline = c->now - (TimestampTz) t->delayed * USECS_PER_SEC;
-	queen_log_open(&reader, &t->pid, wanted, PG_INT64_MAX, c->budget, true);
+	queen_log_open(&reader, &t->pid, wanted, upto, c->budget, true);
 	while (queen_log_next(&reader, &msg))
 	{
+		const QueenFrame *f = &msg.frame;
+		int64		cost = overhead + f->payload_len + f->txn_len + f->producer_sub_len;
+
 		if (msg.created_at > deadline)
 		{
 			queen_claim_retry_hint(c, msg.created_at + (TimestampTz) t->delayed * USECS_PER_SEC);
 			break;
 		}
+		if (cost > c->bytes_left && c->res->nmessages + part->nmessages > 0)
+		{
+			c->bytes_spent = true;
+			break;
+		}
+		c->bytes_left -= cost;
 		queen_claim_keep(c, part, &cap, &msg);
 	}
 	if (reader.problem != NULL)
@@ -314,6 +356,20 @@ queen_claim_read(QueenClaim *c, QueenClaimTarget *t, QueenPopPartition *part,
 				 errmsg("segment at offset " INT64_FORMAT " of queue \"%s\" partition \"%s\" is malformed: %s",
 						reader.problem_base, t->queue, t->partition, reader.problem)));
 	queen_log_close(&reader);
+}
+
+/*
+ * The lease a pop grants: asked for, else the queue's, else the default;
+ * never longer than queen.max_lease_seconds (a request for longer is
+ * refused by the doors, a queue configured longer is held to it).
+ */
+static inline int32
+queen_claim_lease_seconds(const QueenPopRequest *req, const QueenClaimTarget *t)
+{
+	int32		seconds = req->lease_seconds > 0 ? req->lease_seconds :
+		t->lease_time > 0 ? t->lease_time : QUEEN_DEFAULT_LEASE;
+
+	return Min(seconds, queen_max_lease_seconds);
 }
 
 /*
@@ -342,12 +398,17 @@ queen_claim_commit(QueenClaim *c, QueenClaimTarget *t, QueenPopPartition *part)
 		part->lease_expires_at = 0;
 		return;
 	}
-	part->lease_expires_at = c->now + (TimestampTz)
-		(req->lease_seconds > 0 ? req->lease_seconds :
-		 t->lease_time > 0 ? t->lease_time : QUEEN_DEFAULT_LEASE) * USECS_PER_SEC;
+	/*
+	 * The lease starts now, after the read, not when the pop began: a pop
+	 * that read for a long time still hands out the whole lease (the broker
+	 * restamps it again just before its COMMIT, queen_pop_restamp).
+	 */
+	part->lease_acquired_at = GetCurrentTimestamp();
+	part->lease_expires_at = part->lease_acquired_at + (TimestampTz)
+		queen_claim_lease_seconds(req, t) * USECS_PER_SEC;
 	values[3] = CStringGetTextDatum(c->res->lease_id);
 	values[4] = TimestampTzGetDatum(part->lease_expires_at);
-	values[5] = TimestampTzGetDatum(c->now);
+	values[5] = TimestampTzGetDatum(part->lease_acquired_at);
 	values[6] = Int64GetDatum(first);
 	memset(&digest, 0, sizeof(digest));
 	for (i = 0; i < part->nmessages; i++)
@@ -376,6 +437,7 @@ queen_claim_partition(QueenClaim *c, QueenClaimTarget *t)
 {
 	QueenPopPartition *part;
 	int64		committed;
+	int64		upto;
 	bool		had_lease;
 	Datum		values[3];
 
@@ -397,14 +459,16 @@ queen_claim_partition(QueenClaim *c, QueenClaimTarget *t)
 		}
 	}
 
-	if (!queen_claim_lock(c, t, &committed, &had_lease))
+	if (!queen_claim_lock(c, t, &committed, &had_lease, &upto))
 		return 0;
 
 	part = queen_claim_add_partition(c, t);
-	queen_claim_read(c, t, part, committed + 1);
+	queen_claim_read(c, t, part, committed + 1, upto);
 	if (part->nmessages == 0)
 	{
 		c->res->npartitions--;
+		if (c->bytes_spent)
+			c->budget = 0;		/* the next partition's first message would not fit either */
 		if (t->last_offset > committed)
 		{
 			values[0] = UUIDPGetDatum(&t->pid);
@@ -419,7 +483,7 @@ queen_claim_partition(QueenClaim *c, QueenClaimTarget *t)
 	if (had_lease)
 		c->res->leases_expired++;
 	c->res->nmessages += part->nmessages;
-	c->budget -= part->nmessages;
+	c->budget = c->bytes_spent ? 0 : c->budget - part->nmessages;
 	return part->nmessages;
 }
 
@@ -512,6 +576,7 @@ queen_pop(QueenPopRequest *req, QueenPopResult *res)
 	c.res_cxt = CurrentMemoryContext;
 	c.now = GetCurrentTimestamp();
 	c.budget = req->batch;
+	c.bytes_left = (int64) queen_pop_max_bytes;
 	if (!req->auto_ack)
 	{
 		if (req->lease_id[0] == '\0')
@@ -545,44 +610,64 @@ queen_pop(QueenPopRequest *req, QueenPopResult *res)
 		res->retry_at = 0;
 }
 
+void
+queen_pop_restamp(const QueenPopRequest *req, QueenPopResult *res)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[5];
+	int			i;
+
+	if (res->lease_id[0] == '\0')
+		return;					/* autoAck leases nothing */
+	queen_spi_connect();
+	values[1] = CStringGetTextDatum(req->group);
+	values[4] = CStringGetTextDatum(res->lease_id);
+	for (i = 0; i < res->npartitions; i++)
+	{
+		QueenPopPartition *part = &res->partitions[i];
+
+		part->lease_expires_at = now + (part->lease_expires_at - part->lease_acquired_at);
+		part->lease_acquired_at = now;
+		values[0] = UUIDPGetDatum(&part->partition_id);
+		values[2] = TimestampTzGetDatum(part->lease_acquired_at);
+		values[3] = TimestampTzGetDatum(part->lease_expires_at);
+		if (queen_claim_run(CLAIM_RESTAMP, values, SPI_OK_UPDATE) != 1)
+			elog(ERROR, "queen: a lease this transaction granted vanished");
+	}
+	SPI_finish();
+}
+
 /* ----------------------------------------------------------------
  *		subscriptionMode / subscriptionFrom
  * ----------------------------------------------------------------
  */
 
-/* An ISO-8601 (or any PostgreSQL) timestamp, without raising. */
-static bool
-queen_parse_timestamptz(const char *text, TimestampTz *out)
+const char *
+queen_sub_mode_parse(const char *mode, const char *from, const char *mode_name,
+					 const char *from_name, QueenSubMode *out_mode, TimestampTz *out_from)
 {
-	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
-	char	   *field[MAXDATEFIELDS];
-	int			ftype[MAXDATEFIELDS];
-	int			nf;
-	int			dtype;
-	int			tz;
-	struct pg_tm tm;
-	fsec_t		fsec;
+	bool		by_time = mode != NULL && strcmp(mode, "timestamp") == 0;
 
-	if (ParseDateTime(text, workbuf, sizeof(workbuf), field, ftype,
-					  MAXDATEFIELDS, &nf) != 0 ||
-		DecodeDateTime(field, ftype, nf, &dtype, &tm, &fsec, &tz) != 0 ||
-		dtype != DTK_DATE)
-		return false;
-	return tm2timestamp(&tm, fsec, &tz, out) == 0;
-}
-
-void
-queen_sub_mode_parse(const char *mode, const char *from,
-					 QueenSubMode *out_mode, TimestampTz *out_from)
-{
 	*out_mode = QUEEN_SUB_ALL;
 	*out_from = DT_NOBEGIN;
-	if (from != NULL && strcmp(from, "now") == 0)
-		*out_mode = QUEEN_SUB_NEW;
-	else if (from != NULL && from[0] != '\0' && queen_parse_timestamptz(from, out_from))
-		*out_mode = QUEEN_SUB_TIMESTAMP;
+	if (mode != NULL && mode[0] != '\0' && !by_time && strcmp(mode, "all") != 0 &&
+		strcmp(mode, "new") != 0 && strcmp(mode, "new-only") != 0)
+		return psprintf("%s must be all, new, new-only or timestamp", mode_name);
+	if (from != NULL && from[0] != '\0')
+	{
+		if (strcmp(from, "now") == 0)
+			*out_mode = QUEEN_SUB_NEW;
+		else if (queen_parse_iso8601(from, out_from))
+			*out_mode = QUEEN_SUB_TIMESTAMP;
+		else
+			return psprintf("%s must be \"now\" or an ISO-8601 timestamp such as 2026-01-31T08:00:00Z",
+							from_name);
+	}
+	else if (by_time)
+		return psprintf("%s timestamp needs a timestamp in %s", mode_name, from_name);
 	else if (mode != NULL && (strcmp(mode, "new") == 0 || strcmp(mode, "new-only") == 0))
 		*out_mode = QUEEN_SUB_NEW;
 	if (*out_mode != QUEEN_SUB_TIMESTAMP)
 		*out_from = DT_NOBEGIN;
+	return NULL;
 }

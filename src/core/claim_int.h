@@ -43,6 +43,8 @@ typedef struct QueenClaim
 	MemoryContext res_cxt;		/* the caller's: everything returned lives here */
 	TimestampTz now;			/* one clock for the whole pop */
 	int32		budget;			/* messages still to deliver */
+	int64		bytes_left;		/* of queen.pop_max_bytes */
+	bool		bytes_spent;	/* the byte budget stopped the pop */
 	int			allocated;		/* slots in res->partitions */
 } QueenClaim;
 

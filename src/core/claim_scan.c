@@ -333,8 +333,8 @@ queen_claim_floor(QueenClaim *c, const pg_uuid_t *queue_id)
 static int32
 queen_claim_cap(int32 max_partitions)
 {
-	if (max_partitions <= 0 || max_partitions >= 128)
-		return 512;
+	if (max_partitions >= 128)
+		return Max(512, max_partitions);
 	return Max(64, Min(max_partitions * 4, 512));
 }
 
@@ -523,14 +523,20 @@ queen_claim_full(const QueenClaim *c, int claimed)
  * Claim candidates of the given queues (their first-contact moments beside
  * them) until the budget is spent or max_partitions partitions delivered:
  * from the process's list while it lasts, drawing afresh at most once.
+ * Without a limit on partitions (max_partitions <= 0) the whole list is
+ * tried, and drawn again for as long as a draw delivers, so the pop stops
+ * only when its budget is spent or nothing is left: each draw that goes on
+ * took at least one message, so the budget bounds the draws.
  */
 static void
 queen_claim_candidates(QueenClaim *c, Datum *qids, TimestampTz *subs, int nqueues)
 {
 	QueenCandidates *e = queen_candidates_slot(c->req->group, qids, nqueues);
-	int32		cap = queen_claim_cap(c->req->max_partitions);
+	bool		unlimited = c->req->max_partitions <= 0;
+	int32		cap = unlimited ? PG_INT32_MAX : queen_claim_cap(c->req->max_partitions);
 	int32		tried = 0;
 	int			claimed = 0;
+	int			claimed_before = 0;
 	bool		drawn = false;
 
 	if ((e->next >= e->n || e->drawn_at < c->now - QUEEN_CAND_TTL_USECS) &&
@@ -560,9 +566,11 @@ queen_claim_candidates(QueenClaim *c, Datum *qids, TimestampTz *subs, int nqueue
 			if (queen_claim_partition(c, &t) > 0)
 				claimed++;
 		}
-		if (drawn || queen_claim_full(c, claimed) || (claimed > 0 && tried >= cap) ||
+		if ((unlimited ? drawn && claimed == claimed_before : drawn) ||
+			queen_claim_full(c, claimed) || (claimed > 0 && tried >= cap) ||
 			!queen_candidates_may_draw(c, e))
 			break;
+		claimed_before = claimed;
 		/* the list ran out, or none of it had anything: draw afresh, once */
 		queen_candidates_draw(c, e, qids, nqueues);
 		drawn = true;

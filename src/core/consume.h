@@ -35,6 +35,13 @@
 
 /* Defaults of the reference (section 4.1) when a request says nothing. */
 #define QUEEN_POP_DEFAULT_BATCH	200
+
+/*
+ * What a delivered message costs queen.pop_max_bytes beyond its strings and
+ * the partition and group names: what the pop body spends on its keys, ids
+ * and timestamps (render.c), rounded up.
+ */
+#define QUEEN_POP_MESSAGE_OVERHEAD	320
 #define QUEEN_DEFAULT_LEASE		60
 #define QUEEN_DEFAULT_RETRY_LIMIT 3
 
@@ -97,6 +104,7 @@ typedef struct QueenPopPartition
 	char	   *partition;
 	pg_uuid_t	partition_id;
 	int32		delivery_attempt;	/* 1 on first delivery, +1 per lease expiry */
+	TimestampTz lease_acquired_at;	/* 0 with auto_ack */
 	TimestampTz lease_expires_at;	/* 0 with auto_ack */
 	int			nmessages;
 	QueenPopMessage *messages;
@@ -128,12 +136,22 @@ typedef struct QueenPopResult
 extern void queen_pop(QueenPopRequest *req, QueenPopResult *res);
 
 /*
- * subscriptionMode / subscriptionFrom as 4.1 reads them: "new" (or
- * "new-only") and a from of "now" mean new, a parsable ISO-8601 from means
- * that timestamp, anything else all.  Either may be NULL.
+ * Start the leases a pop granted (in this transaction) again from now, each
+ * as long as it was: for a caller that is about to answer a pop which took
+ * a while since its claim, so that the consumer gets the whole lease.
  */
-extern void queen_sub_mode_parse(const char *mode, const char *from,
-								 QueenSubMode *out_mode, TimestampTz *out_from);
+extern void queen_pop_restamp(const QueenPopRequest *req, QueenPopResult *res);
+
+/*
+ * subscriptionMode / subscriptionFrom as 4.1 reads them, strictly: a mode of
+ * all, new, new-only or timestamp (or none), a from of "now" (new) or an
+ * ISO-8601 timestamp, which wins over the mode; timestamp needs a from.
+ * Returns why not, naming the fields as the caller's door does, or NULL.
+ * Either may be NULL.
+ */
+extern const char *queen_sub_mode_parse(const char *mode, const char *from,
+										const char *mode_name, const char *from_name,
+										QueenSubMode *out_mode, TimestampTz *out_from);
 
 /* ----------------------------------------------------------------
  *		Ack (ack.c), reference 5.1-5.4
@@ -146,6 +164,13 @@ typedef enum QueenAckStatus
 	QUEEN_ACK_RETRY,
 	QUEEN_ACK_DLQ
 } QueenAckStatus;
+
+/*
+ * A lease id as stored: a UUID in any case, with or without hyphens, in the
+ * canonical lower-case form pops hand out (palloc'd); anything else as is
+ * (it matches no lease).  NULL stays NULL.
+ */
+extern const char *queen_lease_id_normal(const char *lease);
 
 /* 5.1's normalisation: NULL and completed/success/acked/ok complete, ... */
 extern QueenAckStatus queen_ack_status(const char *status, size_t len);

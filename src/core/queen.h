@@ -85,6 +85,8 @@ extern int	queen_zstd_level;
 extern int	queen_dedup_cache_mb;
 extern int	queen_dedup_filter_mb;
 extern char *queen_tenant_setting;
+extern int	queen_pop_max_bytes;
+extern int	queen_max_lease_seconds;
 
 extern void queen_define_gucs(void);
 extern void queen_session_tenant(pg_uuid_t *out);
@@ -162,6 +164,7 @@ extern int	queen_hex_value(char c);
  */
 extern const char *queen_name_problem(const char *name, size_t len,
 									  size_t max_len);
+extern bool queen_parse_iso8601(const char *text, TimestampTz *out);
 extern void queen_check_name(const char *what, const char *name, size_t len,
 							 size_t max_len);
 extern void queen_check_queue_name(const char *name, size_t len);

@@ -17,6 +17,7 @@
 
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
+#include "utils/datetime.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
@@ -40,6 +41,14 @@ queen_name_problem(const char *name, size_t len, size_t max_len)
 		if (c < 0x20 || c == 0x7f)
 			return "must not contain control characters";
 	}
+
+	/*
+	 * A name is stored as text of a UTF8 database and echoed in JSON: bytes
+	 * that are not UTF-8 (a percent-encoded %ff in a URL, say) would make
+	 * every dump, JSON answer and metrics page that names it invalid.
+	 */
+	if (pg_encoding_verifymbstr(PG_UTF8, name, (int) len) != (int) len)
+		return "must be valid UTF-8";
 	return NULL;
 }
 
@@ -58,7 +67,8 @@ queen_check_name(const char *what, const char *name, size_t len, size_t max_len)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("%s %s", what, problem),
-			 len > 0 ? errdetail("Control characters (bytes 0x00-0x1F and 0x7F) are reserved as key separators.") : 0));
+			 strstr(problem, "control") != NULL ?
+			 errdetail("Control characters (bytes 0x00-0x1F and 0x7F) are reserved as key separators.") : 0));
 }
 
 void
@@ -77,6 +87,89 @@ void
 queen_check_transaction_id(const char *txn, size_t len)
 {
 	queen_check_name("transactionId", txn, len, QUEEN_MAX_TXN_BYTES);
+}
+
+/*
+ * Does text run digits for n bytes from *p?  Moves *p past them if so.
+ */
+static bool
+queen_digits(const char **p, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (!isdigit((unsigned char) (*p)[i]))
+			return false;
+	*p += n;
+	return true;
+}
+
+/*
+ * An ISO-8601 timestamp as clients write them (RFC 3339's profile): a date
+ * YYYY-MM-DD, optionally a time HH:MM[:SS[.fraction]] after a T (or a
+ * space, as PostgreSQL prints them), optionally Z or an offset +HH[[:]MM];
+ * without an offset it is in the server's TimeZone.  False for anything
+ * else: PostgreSQL's own parser also reads "today", "epoch" or "J2451187",
+ * which a client did not mean as a moment.  Never raises.
+ */
+bool
+queen_parse_iso8601(const char *text, TimestampTz *out)
+{
+	const char *p = text;
+	char		workbuf[MAXDATELEN + MAXDATEFIELDS];
+	char	   *field[MAXDATEFIELDS];
+	int			ftype[MAXDATEFIELDS];
+	int			nf;
+	int			dtype;
+	int			tz;
+	struct pg_tm tm;
+	fsec_t		fsec;
+
+	if (!queen_digits(&p, 4) || *p++ != '-' || !queen_digits(&p, 2) || *p++ != '-' ||
+		!queen_digits(&p, 2))
+		return false;
+	if (*p == 'T' || *p == 't' || *p == ' ')
+	{
+		p++;
+		if (!queen_digits(&p, 2) || *p++ != ':' || !queen_digits(&p, 2))
+			return false;
+		if (*p == ':')
+		{
+			p++;
+			if (!queen_digits(&p, 2))
+				return false;
+			if (*p == '.')
+			{
+				p++;
+				if (!queen_digits(&p, 1))
+					return false;
+				while (isdigit((unsigned char) *p))
+					p++;
+			}
+		}
+		if (*p == 'Z' || *p == 'z')
+			p++;
+		else if (*p == '+' || *p == '-')
+		{
+			p++;
+			if (!queen_digits(&p, 2))
+				return false;
+			if (*p == ':')
+				p++;
+			if (*p != '\0' && !queen_digits(&p, 2))
+				return false;
+		}
+	}
+	if (*p != '\0' || p - text >= MAXDATELEN)
+		return false;
+
+	/* the shape is right; PostgreSQL checks the ranges and applies the zone */
+	if (ParseDateTime(text, workbuf, sizeof(workbuf), field, ftype,
+					  MAXDATEFIELDS, &nf) != 0 ||
+		DecodeDateTime(field, ftype, nf, &dtype, &tm, &fsec, &tz) != 0 ||
+		dtype != DTK_DATE)
+		return false;
+	return tm2timestamp(&tm, fsec, &tz, out) == 0;
 }
 
 /*

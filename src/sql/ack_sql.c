@@ -287,6 +287,11 @@ queen_renew_sql(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	queen_require(fcinfo, 0, "lease_id");
 	queen_require(fcinfo, 1, "seconds");
+	if (PG_GETARG_INT32(1) > queen_max_lease_seconds)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seconds must be at most %d (queen.max_lease_seconds)",
+						queen_max_lease_seconds)));
 
 	renewed = queen_renew_lease(text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_INT32(1),
 								&earliest);

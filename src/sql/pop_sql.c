@@ -45,31 +45,19 @@ queen_pop_text_arg(FunctionCallInfo fcinfo, int n)
 	return PG_ARGISNULL(n) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(n));
 }
 
-/*
- * subscription_mode and subscription_from as the HTTP door reads them, but
- * strictly: from SQL a value the claim would silently read as "all" is a
- * mistake worth an error.
- */
+/* subscription_mode and subscription_from, read as the HTTP door reads them. */
 static void
 queen_pop_subscription(FunctionCallInfo fcinfo, QueenPopRequest *req)
 {
-	char	   *mode = queen_pop_text_arg(fcinfo, POP_ARG_SUB_MODE);
-	char	   *from = queen_pop_text_arg(fcinfo, POP_ARG_SUB_FROM);
+	const char *problem = queen_sub_mode_parse(queen_pop_text_arg(fcinfo, POP_ARG_SUB_MODE),
+											   queen_pop_text_arg(fcinfo, POP_ARG_SUB_FROM),
+											   "subscription_mode", "subscription_from",
+											   &req->sub_mode, &req->sub_from);
 
-	if (mode != NULL && strcmp(mode, "all") != 0 && strcmp(mode, "new") != 0 &&
-		strcmp(mode, "new-only") != 0 && strcmp(mode, "timestamp") != 0)
+	if (problem != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("subscription_mode must be all, new, new-only or timestamp, not \"%s\"", mode)));
-	queen_sub_mode_parse(mode, from, &req->sub_mode, &req->sub_from);
-	if (from != NULL && strcmp(from, "now") != 0 && req->sub_mode != QUEEN_SUB_TIMESTAMP)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("subscription_from must be \"now\" or a timestamp, not \"%s\"", from)));
-	if (mode != NULL && strcmp(mode, "timestamp") == 0 && req->sub_mode != QUEEN_SUB_TIMESTAMP)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("subscription_mode timestamp needs a timestamp in subscription_from")));
+				 errmsg("%s", problem)));
 }
 
 /* Everything but what names the queues; a NULL takes the default. */
@@ -93,6 +81,11 @@ queen_pop_options(FunctionCallInfo fcinfo, QueenPopRequest *req)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease_seconds must be at least 1"),
 				 errhint("Pass NULL for the queue's leaseTime.")));
+	if (req->lease_seconds > queen_max_lease_seconds)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease_seconds must be at most %d (queen.max_lease_seconds)",
+						queen_max_lease_seconds)));
 	req->auto_ack = PG_ARGISNULL(POP_ARG_AUTO_ACK) ? false : PG_GETARG_BOOL(POP_ARG_AUTO_ACK);
 	req->max_partitions = PG_ARGISNULL(POP_ARG_MAX_PARTITIONS) ? 1 :
 		PG_GETARG_INT32(POP_ARG_MAX_PARTITIONS);
