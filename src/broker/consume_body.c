@@ -82,8 +82,8 @@ queen_query_parse(const char *query, const char *const *allowed, QueenQuery *q)
 			for (k = 0; allowed[k] != NULL && strcmp(allowed[k], name) != 0; k++)
 				;
 			if (allowed[k] == NULL)
-				return psprintf("unknown query parameter \"%s\": this route reads %s",
-								name, queen_query_names(allowed));
+				return psprintf("unknown query parameter \"%s\": this route reads %s", name,
+								allowed[0] ? queen_query_names(allowed) : "no query parameters");
 			q->name[q->n] = name;
 			q->value[q->n] = value;
 			q->len[q->n] = vlen;

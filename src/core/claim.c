@@ -611,7 +611,7 @@ queen_pop(QueenPopRequest *req, QueenPopResult *res)
 }
 
 void
-queen_pop_restamp(const QueenPopRequest *req, QueenPopResult *res)
+queen_pop_restamp(const QueenPopRequest *req, QueenPopResult *res, int64 extra_usecs)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	Datum		values[5];
@@ -626,7 +626,8 @@ queen_pop_restamp(const QueenPopRequest *req, QueenPopResult *res)
 	{
 		QueenPopPartition *part = &res->partitions[i];
 
-		part->lease_expires_at = now + (part->lease_expires_at - part->lease_acquired_at);
+		part->lease_expires_at = now + extra_usecs +
+			(part->lease_expires_at - part->lease_acquired_at);
 		part->lease_acquired_at = now;
 		values[0] = UUIDPGetDatum(&part->partition_id);
 		values[2] = TimestampTzGetDatum(part->lease_acquired_at);

@@ -136,11 +136,14 @@ typedef struct QueenPopResult
 extern void queen_pop(QueenPopRequest *req, QueenPopResult *res);
 
 /*
- * Start the leases a pop granted (in this transaction) again from now, each
- * as long as it was: for a caller that is about to answer a pop which took
- * a while since its claim, so that the consumer gets the whole lease.
+ * Start the leases a pop granted (in this transaction) again from now, plus
+ * extra_usecs, each as long as it was: for a caller that is about to answer
+ * a pop which took a while since its claim, and whose answer will take
+ * extra_usecs to reach the client, so that the consumer gets the whole
+ * lease from the moment it is answered.
  */
-extern void queen_pop_restamp(const QueenPopRequest *req, QueenPopResult *res);
+extern void queen_pop_restamp(const QueenPopRequest *req, QueenPopResult *res,
+							  int64 extra_usecs);
 
 /*
  * subscriptionMode / subscriptionFrom as 4.1 reads them, strictly: a mode of
