@@ -27,6 +27,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/memutils.h"
 
 /* epoll events taken per epoll_wait. */
@@ -659,6 +661,9 @@ queen_http_poll(QueenHttpServer *srv)
 		 steps++)
 		queen_http_conn_work(dlist_head_element(QueenHttpConn, ready_node,
 												&srv->ready));
+	/* what the cap left is the next poll's, which must come at once */
+	if (!dlist_is_empty(&srv->ready))
+		SetLatch(MyLatch);
 
 	queen_http_sweep(srv);
 	queen_http_maybe_resume_accept(srv);

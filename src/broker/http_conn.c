@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/memutils.h"
 
 /* Unsent output above which no further pipelined request is parsed. */
@@ -451,6 +453,28 @@ queen_http_error(QueenHttpConn *conn, int status, const char *msg)
 }
 
 /*
+ * The connection has buffered requests it may parse now: the next poll
+ * takes them.  Inside a poll that is this one (its ready list is worked
+ * after the events).  Outside, an answer given between polls (a shard's
+ * reply, a long-poll's timeout) would otherwise wait for whatever wakes the
+ * owner's WaitEventSet next, as nothing on the socket will: the bytes are
+ * read already.  Setting our own latch makes that wait return at once,
+ * wherever in its loop the owner answered.
+ */
+void
+queen_http_make_ready(QueenHttpConn *conn)
+{
+	QueenHttpServer *srv = conn->srv;
+
+	if (conn->ready)
+		return;
+	dlist_push_tail(&srv->ready, &conn->ready_node);
+	conn->ready = true;
+	if (!srv->in_poll)
+		SetLatch(MyLatch);
+}
+
+/*
  * Write what we can.  Once the output is drained, finish a closing
  * connection, and put a connection that has buffered requests it may now
  * parse on the ready list.
@@ -458,8 +482,6 @@ queen_http_error(QueenHttpConn *conn, int status, const char *msg)
 void
 queen_http_flush(QueenHttpConn *conn)
 {
-	QueenHttpServer *srv = conn->srv;
-
 	if (conn->dead)
 		return;
 	/*
@@ -519,10 +541,7 @@ queen_http_flush(QueenHttpConn *conn)
 
 	if (!conn->ready && queen_http_can_parse(conn) &&
 		queen_http_buf_pending(&conn->in) > 0)
-	{
-		dlist_push_tail(&srv->ready, &conn->ready_node);
-		conn->ready = true;
-	}
+		queen_http_make_ready(conn);
 	queen_http_update_events(conn);
 }
 

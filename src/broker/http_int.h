@@ -23,7 +23,8 @@
  * may answer at once (the parse loop then simply continues) or later;
  * queen_http_respond() never calls the handler itself, it queues the
  * connection on a ready list that the next poll works through, so the
- * caller's code is never re-entered.
+ * caller's code is never re-entered; outside a poll it also sets the
+ * process latch, since no socket event will announce bytes already read.
  *
  * Memory.  The server owns a context; each connection and each request
  * gets a child of it.  A request's context is not under its connection's,
@@ -216,6 +217,7 @@ extern void queen_http_drop_partial(QueenHttpConn *conn);
 /* http_conn.c: output */
 extern void queen_http_error(QueenHttpConn *conn, int status, const char *msg);
 extern void queen_http_flush(QueenHttpConn *conn);
+extern void queen_http_make_ready(QueenHttpConn *conn);
 
 /* http_parse.c: input */
 extern void queen_http_conn_work(QueenHttpConn *conn);
