@@ -72,7 +72,8 @@ typedef struct QueenHttpConfig
 typedef struct QueenHttpStats
 {
 	uint64		accepted;		/* connections accepted, ever */
-	uint64		open;			/* connections open now */
+	uint64		open;			/* connections open now (refused ones
+								 * lingering aside) */
 	uint64		requests;		/* requests handed to the handler, ever */
 	uint64		rejected;		/* 4xx answered by this layer (bad input) */
 	uint64		refused;		/* connections answered 503: over

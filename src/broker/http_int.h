@@ -43,7 +43,10 @@
  * After an error response or "Connection: close" we shut down our sending
  * side and keep reading for a moment (lingering close): closing a socket
  * with unread input makes the kernel send a reset, which can destroy the
- * response before the client reads it.
+ * response before the client reads it.  A client refused over
+ * max_connections gets the same: a connection that takes no request, only
+ * its 503 and the lingering close (a bounded number of them, beside the
+ * connections allowed).
  *
  *-------------------------------------------------------------------------
  */
@@ -62,6 +65,8 @@
 #define QUEEN_HTTP_SCRATCH			(64 * 1024)
 /* Unparsed input kept per connection while its request is being handled. */
 #define QUEEN_HTTP_MAX_PENDING_IN	(64 * 1024)
+/* Refused clients whose connections linger at once, beyond max_connections. */
+#define QUEEN_HTTP_REFUSING			256
 
 /* What an epoll event's data.ptr points at: both structs start with it. */
 typedef enum QueenHttpKind
@@ -149,6 +154,7 @@ typedef struct QueenHttpConn
 	bool		close_after;	/* no more requests: close once drained */
 	bool		read_eof;		/* the client sent FIN */
 	bool		lingering;		/* our side shut down, discarding input */
+	bool		refusing;		/* a refused client's: its 503, then linger */
 	bool		dead;
 	int			reject_status;	/* set by a callback that refused input */
 	char		reject_msg[128];
@@ -184,7 +190,8 @@ struct QueenHttpServer
 	dlist_head	header;			/* oldest request start first */
 	dlist_head	body;			/* oldest header end first */
 	dlist_head	ready;
-	int			nopen;
+	int			nopen;			/* connections, the refusing ones aside */
+	int			nrefusing;		/* refused clients' connections, lingering */
 	int			inflight;		/* dispatched, not yet answered */
 	QueenHttpStats stats;
 	char	   *scratch;
@@ -211,6 +218,7 @@ extern bool queen_http_can_parse(QueenHttpConn *conn);
 extern bool queen_http_want_read(QueenHttpConn *conn);
 extern void queen_http_update_events(QueenHttpConn *conn);
 extern void queen_http_conn_open(QueenHttpServer *srv, int fd);
+extern void queen_http_refuse(QueenHttpServer *srv, int fd, bool may_linger);
 extern void queen_http_conn_close(QueenHttpConn *conn);
 extern void queen_http_drop_partial(QueenHttpConn *conn);
 
