@@ -9,9 +9,11 @@
  *	  (worker.h), the permits (permits.h), the spool and maintenance mode
  *	  (spool.h).
  *
- * The broker is two kinds of background worker.  Listeners speak HTTP and
- * never touch the database; fusion shards own disjoint sets of partitions
- * and run one bundle transaction at a time.  Between every listener L and
+ * The broker's main background workers are of two kinds.  Listeners speak
+ * HTTP and never touch the database; fusion shards own disjoint sets of
+ * partitions and run one bundle transaction at a time.  (A maintenance
+ * worker drains the spool; a database watch tells the others whether
+ * their database exists.)  Between every listener L and
  * shard S there are two single-producer single-consumer byte rings in
  * shared memory: submissions L->S and verdicts S->L.  Everything a process
  * keeps across messages is its own; shared memory holds only the rings,
@@ -105,8 +107,19 @@ typedef struct QueenWorkerSlot
 	pg_atomic_uint32 incarnation;	/* bumped at every start */
 	int			pid;
 	Latch	   *latch;
-	bool		connect_attempted;	/* last start tried the database */
 } QueenWorkerSlot;
+
+/*
+ * Does queen.database exist?  Asked by a worker before it connects, answered
+ * by the database watch (dbwatch.c): a ticket is covered once answered
+ * reaches it, and exists is the answer then or later.
+ */
+typedef struct QueenDatabaseWatch
+{
+	pg_atomic_uint64 asked;		/* tickets taken */
+	pg_atomic_uint64 answered;	/* tickets the last answer covers */
+	pg_atomic_uint32 exists;	/* that answer: 1 yes, 0 no */
+} QueenDatabaseWatch;
 
 /* Counters shown on /metrics/prometheus. */
 typedef struct QueenMetrics
@@ -252,6 +265,8 @@ typedef struct QueenBrokerShared
 	QueenWorkerSlot listeners[QUEEN_MAX_LISTENERS];
 	QueenWorkerSlot shards[QUEEN_MAX_SHARDS];
 	QueenWorkerSlot maintenance;
+	QueenWorkerSlot dbwatch;
+	QueenDatabaseWatch dbwatch_state;
 	QueenMetrics metrics;
 	QueenPermitPool permits;
 	QueenSpoolShared spool;

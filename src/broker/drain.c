@@ -242,7 +242,7 @@ queen_maintenance_main(Datum arg)
 	slot = queen_worker_begin(QUEEN_MAINTENANCE, DatumGetInt32(arg));
 	if (slot == NULL)
 		proc_exit(0);
-	queen_worker_connect(slot, "maintenance");
+	queen_worker_connect(slot);
 	pgstat_report_appname("queen maintenance");
 	queen_drain_cxt = AllocSetContextCreate(TopMemoryContext, "queen drain",
 											ALLOCSET_DEFAULT_SIZES);

@@ -27,6 +27,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/memutils.h"
 
 /* epoll events taken per epoll_wait. */
@@ -40,8 +42,6 @@
 #define QUEEN_HTTP_LOG_EVERY_MS		10000
 #define QUEEN_HTTP_MAX_LISTENERS	16
 #define QUEEN_HTTP_BACKLOG			1024
-/* length of the body of the 503 sent over max_connections */
-#define QUEEN_HTTP_BUSY_LEN			37
 /* Descriptors kept free beyond the connections (logs, the spool, a spare). */
 #define QUEEN_HTTP_FD_RESERVE		64
 
@@ -137,17 +137,7 @@ queen_http_maybe_resume_accept(QueenHttpServer *srv)
 static void
 queen_http_accept(QueenHttpServer *srv, QueenHttpListener *l)
 {
-#define QUEEN_HTTP_BUSY_BODY "{\"error\":\"too many open connections\"}"
-	static const char busy[] =
-		"HTTP/1.1 503 Service Unavailable\r\n"
-		"Content-Type: application/json\r\n"
-		"Content-Length: " CppAsString2(QUEEN_HTTP_BUSY_LEN) "\r\n"
-		"Connection: close\r\n\r\n"
-		QUEEN_HTTP_BUSY_BODY;
 	int			i;
-
-	StaticAssertStmt(sizeof(QUEEN_HTTP_BUSY_BODY) - 1 == QUEEN_HTTP_BUSY_LEN,
-					 "Content-Length of the 503 body");
 
 	for (i = 0; i < QUEEN_HTTP_ACCEPTS; i++)
 	{
@@ -167,7 +157,8 @@ queen_http_accept(QueenHttpServer *srv, QueenHttpListener *l)
 			/*
 			 * Out of descriptors: give up the spare one to take the client
 			 * off the backlog and tell it 503, instead of leaving it hanging
-			 * there until a connection closes.
+			 * there until a connection closes.  Its descriptor comes back at
+			 * once, to be the spare again: nothing may linger on it.
 			 */
 			if ((err == EMFILE || err == ENFILE) && srv->spare_fd >= 0)
 			{
@@ -177,11 +168,7 @@ queen_http_accept(QueenHttpServer *srv, QueenHttpListener *l)
 				fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 				again = errno;
 				if (fd >= 0)
-				{
-					(void) send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-					close(fd);
-					srv->stats.refused++;
-				}
+					queen_http_refuse(srv, fd, false);
 				/* after closing the client's, or the spare's slot is its */
 				srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 				if (fd >= 0)
@@ -197,10 +184,7 @@ queen_http_accept(QueenHttpServer *srv, QueenHttpListener *l)
 		}
 		if (srv->nopen >= srv->max_connections)
 		{
-			/* best effort: the client may see a reset instead */
-			(void) send(fd, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-			close(fd);
-			srv->stats.refused++;
+			queen_http_refuse(srv, fd, true);
 			continue;
 		}
 		queen_http_conn_open(srv, fd);
@@ -459,17 +443,19 @@ queen_http_count_fds(void)
  * Every connection is a descriptor, and the soft open-file limit a worker
  * inherits is often 1024, far below the connections allowed: accept() then
  * fails with EMFILE while the clients in the backlog wait for nothing.
- * Raise the soft limit towards the hard one, to fit the connections, what
- * the process held before any of them and a reserve; if the hard limit is
- * lower, allow only the connections that fit, so that a client over them
- * is answered 503 by the check in queen_http_accept().  (The spare
- * descriptor covers what is left: a limit lowered from outside.)
+ * Raise the soft limit towards the hard one, to fit the connections, the
+ * refused clients' lingering ones (QUEEN_HTTP_REFUSING), what the process
+ * held before any of them and a reserve; if the hard limit is lower, allow
+ * only the connections that fit, so that a client over them is answered
+ * 503 by the check in queen_http_accept().  (The spare descriptor covers
+ * what is left: a limit lowered from outside.)
  */
 static void
 queen_http_fit_fd_limit(QueenHttpServer *srv, int wanted)
 {
 	struct rlimit rl;
-	uint64		need = (uint64) wanted + srv->fd_base + QUEEN_HTTP_FD_RESERVE;
+	uint64		kept = (uint64) srv->fd_base + QUEEN_HTTP_REFUSING + QUEEN_HTTP_FD_RESERVE;
+	uint64		need = (uint64) wanted + kept;
 	uint64		cur;
 
 	srv->max_connections = wanted;
@@ -497,8 +483,7 @@ queen_http_fit_fd_limit(QueenHttpServer *srv, int wanted)
 	srv->fd_limit = cur;
 	if (cur < need)
 	{
-		uint64		fit = cur > (uint64) srv->fd_base + QUEEN_HTTP_FD_RESERVE ?
-			cur - srv->fd_base - QUEEN_HTTP_FD_RESERVE : 1;
+		uint64		fit = cur > kept ? cur - kept : 1;
 
 		srv->max_connections = (int) Min(fit, (uint64) wanted);
 		ereport(LOG,
@@ -659,6 +644,9 @@ queen_http_poll(QueenHttpServer *srv)
 		 steps++)
 		queen_http_conn_work(dlist_head_element(QueenHttpConn, ready_node,
 												&srv->ready));
+	/* what the cap left is the next poll's, which must come at once */
+	if (!dlist_is_empty(&srv->ready))
+		SetLatch(MyLatch);
 
 	queen_http_sweep(srv);
 	queen_http_maybe_resume_accept(srv);

@@ -18,8 +18,10 @@
  * queen_http_stop_accepting().  queen_http_destroy() frees every request,
  * answered or not, so nothing may be answered after it.
  *
- * After answering outside a poll, call queen_http_poll() again soon:
- * queen_http_next_timeout_ms() returns 0 while pipelined requests wait.
+ * An answer given outside a poll that leaves pipelined requests to parse
+ * sets the process latch, so the owner's next wait returns at once and its
+ * queen_http_poll() serves them, wherever in its loop it answered (and
+ * queen_http_next_timeout_ms() returns 0 while they wait).
  *
  *-------------------------------------------------------------------------
  */
@@ -70,7 +72,8 @@ typedef struct QueenHttpConfig
 typedef struct QueenHttpStats
 {
 	uint64		accepted;		/* connections accepted, ever */
-	uint64		open;			/* connections open now */
+	uint64		open;			/* connections open now (refused ones
+								 * lingering aside) */
 	uint64		requests;		/* requests handed to the handler, ever */
 	uint64		rejected;		/* 4xx answered by this layer (bad input) */
 	uint64		refused;		/* connections answered 503: over

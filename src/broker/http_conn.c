@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/memutils.h"
 
 /* Unsent output above which no further pipelined request is parsed. */
@@ -28,6 +30,21 @@
 #define QUEEN_HTTP_KEEP_BUF			(16 * 1024)
 /* How long a lingering close reads before giving up. */
 #define QUEEN_HTTP_LINGER_MS		2000
+/* recv() calls that drop a refused client's input before its close */
+#define QUEEN_HTTP_REFUSE_READS		4
+
+/* What a client over the limit gets, before its connection closes. */
+#define QUEEN_HTTP_BUSY_BODY "{\"error\":\"too many open connections\"}"
+#define QUEEN_HTTP_BUSY_LEN			37
+static const char queen_http_busy_answer[] =
+	"HTTP/1.1 503 Service Unavailable\r\n"
+	"Content-Type: application/json\r\n"
+	"Content-Length: " CppAsString2(QUEEN_HTTP_BUSY_LEN) "\r\n"
+	"Connection: close\r\n\r\n"
+	QUEEN_HTTP_BUSY_BODY;
+
+StaticAssertDecl(sizeof(QUEEN_HTTP_BUSY_BODY) - 1 == QUEEN_HTTP_BUSY_LEN,
+				 "Content-Length of the 503 body");
 
 /* ----------------------------------------------------------------
  *		Small helpers
@@ -239,8 +256,12 @@ queen_http_update_events(QueenHttpConn *conn)
 	conn->events = want;
 }
 
-void
-queen_http_conn_open(QueenHttpServer *srv, int fd)
+/*
+ * A connection for an accepted socket, registered with epoll but on no
+ * list yet; NULL (the socket closed) if epoll will not take it.
+ */
+static QueenHttpConn *
+queen_http_conn_new(QueenHttpServer *srv, int fd)
 {
 	MemoryContext cxt;
 	QueenHttpConn *conn;
@@ -270,13 +291,89 @@ queen_http_conn_open(QueenHttpServer *srv, int fd)
 				(errmsg("queen http: could not add a connection to epoll: %m")));
 		close(fd);
 		MemoryContextDelete(cxt);
-		return;
+		return NULL;
 	}
 	conn->events = EPOLLIN;
 	dlist_push_tail(&srv->conns, &conn->all_node);
+	return conn;
+}
+
+void
+queen_http_conn_open(QueenHttpServer *srv, int fd)
+{
+	QueenHttpConn *conn = queen_http_conn_new(srv, fd);
+
+	if (conn == NULL)
+		return;
 	srv->nopen++;
 	srv->stats.accepted++;
 	queen_http_timer_set(conn, QUEEN_HTTP_TIMER_IDLE);
+}
+
+/*
+ * Send the 503 and give the descriptor back now.  What the client sent
+ * before this moment is read and dropped first: closing a socket with
+ * unread input makes the kernel send a reset instead of a FIN, and a reset
+ * destroys the 503 before the client reads it (every refused client whose
+ * request had arrived got one).  Bytes that arrive after the close still
+ * meet a reset; only a lingering close avoids that, and it holds the
+ * descriptor.
+ */
+static void
+queen_http_refuse_at_once(QueenHttpServer *srv, int fd)
+{
+	int			rounds;
+
+	(void) send(fd, queen_http_busy_answer, sizeof(queen_http_busy_answer) - 1,
+				MSG_NOSIGNAL | MSG_DONTWAIT);
+	(void) shutdown(fd, SHUT_WR);
+	for (rounds = 0; rounds < QUEEN_HTTP_REFUSE_READS; rounds++)
+	{
+		if (recv(fd, srv->scratch, QUEEN_HTTP_SCRATCH, MSG_DONTWAIT) <= 0)
+			break;
+	}
+	close(fd);
+}
+
+/*
+ * Refuse a client the listener cannot serve (over max_connections, or out
+ * of descriptors) with a 503 it can read whole.  With may_linger, and while
+ * fewer than QUEEN_HTTP_REFUSING are being refused, the socket becomes a
+ * connection that takes no request: the 503 is written, then the lingering
+ * close every "Connection: close" answer gets reads and drops what the
+ * client sends until it closes or the linger time runs out.  Those
+ * connections are not counted in max_connections, but their descriptors
+ * are reserved beside them (queen_http_fit_fd_limit); a flood beyond the
+ * cap is refused at once.  Out of descriptors there is nothing to reserve
+ * them from, so that path never lingers.
+ */
+void
+queen_http_refuse(QueenHttpServer *srv, int fd, bool may_linger)
+{
+	QueenHttpConn *conn;
+
+	srv->stats.refused++;
+	if (!may_linger || srv->nrefusing >= QUEEN_HTTP_REFUSING)
+	{
+		queen_http_refuse_at_once(srv, fd);
+		return;
+	}
+	conn = queen_http_conn_new(srv, fd);
+	if (conn == NULL)
+		return;
+	conn->refusing = true;
+	conn->close_after = true;
+	srv->nrefusing++;
+	/* bounded from the start, even by a client that reads nothing */
+	queen_http_timer_set(conn, QUEEN_HTTP_TIMER_LINGER);
+	if (!queen_http_buf_append(conn->mcxt, &conn->out, queen_http_busy_answer,
+							   sizeof(queen_http_busy_answer) - 1))
+	{
+		queen_http_conn_close(conn);
+		return;
+	}
+	/* writes the 503, then lingers (queen_http_linger) */
+	queen_http_flush(conn);
 }
 
 /*
@@ -302,7 +399,10 @@ queen_http_conn_close(QueenHttpConn *conn)
 		conn->ready = false;
 	}
 	dlist_delete(&conn->all_node);
-	srv->nopen--;
+	if (conn->refusing)
+		srv->nrefusing--;
+	else
+		srv->nopen--;
 	srv->conn_closed = true;
 	if (conn->req)
 	{
@@ -451,6 +551,28 @@ queen_http_error(QueenHttpConn *conn, int status, const char *msg)
 }
 
 /*
+ * The connection has buffered requests it may parse now: the next poll
+ * takes them.  Inside a poll that is this one (its ready list is worked
+ * after the events).  Outside, an answer given between polls (a shard's
+ * reply, a long-poll's timeout) would otherwise wait for whatever wakes the
+ * owner's WaitEventSet next, as nothing on the socket will: the bytes are
+ * read already.  Setting our own latch makes that wait return at once,
+ * wherever in its loop the owner answered.
+ */
+void
+queen_http_make_ready(QueenHttpConn *conn)
+{
+	QueenHttpServer *srv = conn->srv;
+
+	if (conn->ready)
+		return;
+	dlist_push_tail(&srv->ready, &conn->ready_node);
+	conn->ready = true;
+	if (!srv->in_poll)
+		SetLatch(MyLatch);
+}
+
+/*
  * Write what we can.  Once the output is drained, finish a closing
  * connection, and put a connection that has buffered requests it may now
  * parse on the ready list.
@@ -458,8 +580,6 @@ queen_http_error(QueenHttpConn *conn, int status, const char *msg)
 void
 queen_http_flush(QueenHttpConn *conn)
 {
-	QueenHttpServer *srv = conn->srv;
-
 	if (conn->dead)
 		return;
 	/*
@@ -519,10 +639,7 @@ queen_http_flush(QueenHttpConn *conn)
 
 	if (!conn->ready && queen_http_can_parse(conn) &&
 		queen_http_buf_pending(&conn->in) > 0)
-	{
-		dlist_push_tail(&srv->ready, &conn->ready_node);
-		conn->ready = true;
-	}
+		queen_http_make_ready(conn);
 	queen_http_update_events(conn);
 }
 

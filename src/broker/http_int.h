@@ -23,7 +23,8 @@
  * may answer at once (the parse loop then simply continues) or later;
  * queen_http_respond() never calls the handler itself, it queues the
  * connection on a ready list that the next poll works through, so the
- * caller's code is never re-entered.
+ * caller's code is never re-entered; outside a poll it also sets the
+ * process latch, since no socket event will announce bytes already read.
  *
  * Memory.  The server owns a context; each connection and each request
  * gets a child of it.  A request's context is not under its connection's,
@@ -42,7 +43,10 @@
  * After an error response or "Connection: close" we shut down our sending
  * side and keep reading for a moment (lingering close): closing a socket
  * with unread input makes the kernel send a reset, which can destroy the
- * response before the client reads it.
+ * response before the client reads it.  A client refused over
+ * max_connections gets the same: a connection that takes no request, only
+ * its 503 and the lingering close (a bounded number of them, beside the
+ * connections allowed).
  *
  *-------------------------------------------------------------------------
  */
@@ -61,6 +65,8 @@
 #define QUEEN_HTTP_SCRATCH			(64 * 1024)
 /* Unparsed input kept per connection while its request is being handled. */
 #define QUEEN_HTTP_MAX_PENDING_IN	(64 * 1024)
+/* Refused clients whose connections linger at once, beyond max_connections. */
+#define QUEEN_HTTP_REFUSING			256
 
 /* What an epoll event's data.ptr points at: both structs start with it. */
 typedef enum QueenHttpKind
@@ -148,6 +154,7 @@ typedef struct QueenHttpConn
 	bool		close_after;	/* no more requests: close once drained */
 	bool		read_eof;		/* the client sent FIN */
 	bool		lingering;		/* our side shut down, discarding input */
+	bool		refusing;		/* a refused client's: its 503, then linger */
 	bool		dead;
 	int			reject_status;	/* set by a callback that refused input */
 	char		reject_msg[128];
@@ -183,7 +190,8 @@ struct QueenHttpServer
 	dlist_head	header;			/* oldest request start first */
 	dlist_head	body;			/* oldest header end first */
 	dlist_head	ready;
-	int			nopen;
+	int			nopen;			/* connections, the refusing ones aside */
+	int			nrefusing;		/* refused clients' connections, lingering */
 	int			inflight;		/* dispatched, not yet answered */
 	QueenHttpStats stats;
 	char	   *scratch;
@@ -210,12 +218,14 @@ extern bool queen_http_can_parse(QueenHttpConn *conn);
 extern bool queen_http_want_read(QueenHttpConn *conn);
 extern void queen_http_update_events(QueenHttpConn *conn);
 extern void queen_http_conn_open(QueenHttpServer *srv, int fd);
+extern void queen_http_refuse(QueenHttpServer *srv, int fd, bool may_linger);
 extern void queen_http_conn_close(QueenHttpConn *conn);
 extern void queen_http_drop_partial(QueenHttpConn *conn);
 
 /* http_conn.c: output */
 extern void queen_http_error(QueenHttpConn *conn, int status, const char *msg);
 extern void queen_http_flush(QueenHttpConn *conn);
+extern void queen_http_make_ready(QueenHttpConn *conn);
 
 /* http_parse.c: input */
 extern void queen_http_conn_work(QueenHttpConn *conn);

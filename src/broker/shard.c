@@ -44,7 +44,7 @@
  * its accumulating groups shard_groups.c's.
  *
  * The database may not exist when the cluster starts: see
- * queen_worker_connect (worker.c).
+ * queen_worker_connect (worker.c) and the database watch (dbwatch.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -544,7 +544,7 @@ queen_shard_start(int index)
 	queen_permits_reclaim(queen_shard_index, "at start (left by the previous process)");
 	on_shmem_exit(queen_shard_exit, Int32GetDatum(queen_shard_index));
 	queen_shard_test_start_wait();
-	queen_worker_connect(queen_shard_slot, queen_shard_who);
+	queen_worker_connect(queen_shard_slot);
 	pgstat_report_appname("queen shard");
 	/* what an earlier process of this shard left half-written */
 	queen_spool_recover(queen_shard_index, queen_broker->nshards);

@@ -92,6 +92,10 @@ queen_shmem_startup(void)
 		for (l = 0; l < QUEEN_MAX_LISTENERS; l++)
 			queen_slot_init(&queen_broker->listeners[l]);
 		queen_slot_init(&queen_broker->maintenance);
+		queen_slot_init(&queen_broker->dbwatch);
+		pg_atomic_init_u64(&queen_broker->dbwatch_state.asked, 0);
+		pg_atomic_init_u64(&queen_broker->dbwatch_state.answered, 0);
+		pg_atomic_init_u32(&queen_broker->dbwatch_state.exists, 0);
 		for (s = 0; s < QUEEN_MAX_SHARDS; s++)
 			queen_slot_init(&queen_broker->shards[s]);
 		for (l = 0; l < queen_layout_listeners; l++)

@@ -18,8 +18,9 @@
  * worker for good, so it is kept for a cluster shutdown (every peer is
  * going too) and for a worker that has no shared memory to serve; a
  * worker terminated alone (pg_terminate_backend) exits 1 so the postmaster
- * starts it again 5 s later, and so does one that finds its database
- * appeared or the postmaster gone.
+ * starts it again 5 s later, and so does one that finds the postmaster
+ * gone.  A missing database is no reason to exit: the workers that need it
+ * wait for it before they connect (dbwatch.c).
  *
  * This file calls down into shmem.c (the layout and the slots),
  * permits.c and maintenance.c (what fills shared memory at start); none
@@ -31,12 +32,7 @@
 #include "permits.h"
 #include "spool.h"
 
-#include "access/heapam.h"
-#include "access/htup_details.h"
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -72,7 +68,8 @@ typedef struct QueenWorkerKindDef
 	const char *name;			/* "queen <name> <index>" in ps and the logs */
 	const char *function;		/* its main function, found by name */
 	int			(*count) (void);	/* how many, from the settings, at preload */
-	bool		database;		/* connects to queen.database */
+	bool		backend;		/* may connect: to queen.database, or (the
+								 * database watch) to none */
 	QueenWorkerRings rings;
 	QueenWorkerSlot *(*slot) (int index);	/* its slot in shared memory, or NULL */
 } QueenWorkerKindDef;
@@ -107,12 +104,22 @@ queen_slot_maintenance(int index)
 	return index == 0 ? &queen_broker->maintenance : NULL;
 }
 
+static QueenWorkerSlot *
+queen_slot_dbwatch(int index)
+{
+	return index == 0 ? &queen_broker->dbwatch : NULL;
+}
+
 /*
  * The kinds, in registration order.  Listeners never touch the database,
- * so they do not ask for a connection.  A new kind is one row here, its
- * slot in shmem.c's layout, and its main function.
+ * so they do not ask for a connection.  The database watch comes first:
+ * the others that connect wait for its answer, so it must fit in
+ * max_worker_processes whenever any of them does.  A new kind is one row
+ * here, its slot in shmem.c's layout, and its main function.
  */
 static const QueenWorkerKindDef queen_worker_kinds[] = {
+	{QUEEN_DBWATCH, "database watch", "queen_dbwatch_main", queen_count_one,
+	true, QUEEN_RINGS_NONE, queen_slot_dbwatch},
 	{QUEEN_SHARD, "shard", "queen_shard_main", queen_fusion_shards_effective,
 	true, QUEEN_RINGS_SHARD, queen_slot_shard},
 	{QUEEN_LISTENER, "listener", "queen_listener_main", queen_count_listeners,
@@ -147,7 +154,7 @@ queen_register_worker(const QueenWorkerKindDef *def, int index)
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	if (def->database)
+	if (def->backend)
 		worker.bgw_flags |= BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	/* a worker that exits 1 comes back after this; it never crash-loops faster */
@@ -199,7 +206,7 @@ queen_broker_preload(void)
 	if (needed > max_worker_processes)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("queen: the HTTP broker needs %d background workers (queen.http_workers = %d, queen.fusion_shards = %d, one maintenance worker) but max_worker_processes is %d",
+				 errmsg("queen: the HTTP broker needs %d background workers (queen.http_workers = %d, queen.fusion_shards = %d, one maintenance worker, one database watch) but max_worker_processes is %d",
 						needed, queen_http_workers, queen_fusion_shards_effective(),
 						max_worker_processes),
 				 errhint("Set max_worker_processes to at least %d plus what other extensions and parallel queries need, and restart.",
@@ -328,79 +335,15 @@ queen_worker_poll_signals(void)
 }
 
 /*
- * Does queen.database exist?  Read with a plain heap scan of pg_database,
- * as the autovacuum launcher does: a process connected to no database can
- * read that shared catalog but not the relcache entries an index scan needs.
- */
-static bool
-queen_database_exists(void)
-{
-	Relation	rel;
-	TableScanDesc scan;
-	HeapTuple	tuple;
-	bool		found = false;
-
-	rel = table_open(DatabaseRelationId, AccessShareLock);
-	scan = table_beginscan_catalog(rel, 0, NULL);
-	while (!found && (tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
-	{
-		Form_pg_database db = (Form_pg_database) GETSTRUCT(tuple);
-
-		found = strcmp(NameStr(db->datname), queen_database) == 0;
-	}
-	table_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return found;
-}
-
-/*
- * Connect to queen.database.  A connection to a missing database is FATAL
- * (exit 1, a restart 5 s later), so the start after a failed attempt comes
- * up connected to no database instead: it watches pg_database and exits 1
- * to reconnect once the database is there, without a crash loop.
+ * Connect to queen.database once the database watch says it exists
+ * (dbwatch.c says why a worker cannot look for itself); until then the
+ * worker waits, unconnected.
  */
 void
-queen_worker_connect(QueenWorkerSlot *slot, const char *who)
+queen_worker_connect(QueenWorkerSlot *slot)
 {
-	bool		logged = false;
-
-	if (!slot->connect_attempted)
-	{
-		slot->connect_attempted = true;
-		BackgroundWorkerInitializeConnection(queen_database, NULL, 0);
-		slot->connect_attempted = false;
-		return;
-	}
-
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-	queen_worker_set_state(slot, QUEEN_WORKER_WAITING);
-	for (;;)
-	{
-		bool		exists;
-
-		queen_worker_poll_signals();
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		exists = queen_database_exists();
-		CommitTransactionCommand();
-		if (exists)
-		{
-			/* exit 1: the postmaster starts us again, and that start connects */
-			slot->connect_attempted = false;
-			ereport(LOG,
-					(errmsg("queen %s: database \"%s\" exists now; reconnecting",
-							who, queen_database)));
-			proc_exit(1);
-		}
-		if (!logged)
-			ereport(LOG,
-					(errmsg("queen %s: database \"%s\" (queen.database) does not exist; waiting for it",
-							who, queen_database)));
-		logged = true;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 2000L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
+	queen_dbwatch_await(slot);
+	BackgroundWorkerInitializeConnection(queen_database, NULL, 0);
 }
 
 /*

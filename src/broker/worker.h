@@ -23,18 +23,21 @@ typedef enum QueenWorkerKind
 {
 	QUEEN_LISTENER,
 	QUEEN_SHARD,
-	QUEEN_MAINTENANCE
+	QUEEN_MAINTENANCE,
+	QUEEN_DBWATCH
 } QueenWorkerKind;
 
 /* The main functions the kinds table names. */
 extern PGDLLEXPORT void queen_listener_main(Datum arg);
 extern PGDLLEXPORT void queen_shard_main(Datum arg);
 extern PGDLLEXPORT void queen_maintenance_main(Datum arg);
+extern PGDLLEXPORT void queen_dbwatch_main(Datum arg);
 
 /* Lifecycle */
 extern void queen_broker_preload(void);
 extern QueenWorkerSlot *queen_worker_begin(QueenWorkerKind kind, int index);
-extern void queen_worker_connect(QueenWorkerSlot *slot, const char *who);
+extern void queen_worker_connect(QueenWorkerSlot *slot);
+extern void queen_dbwatch_await(QueenWorkerSlot *slot);
 extern void queen_worker_poll_signals(void);
 extern bool queen_worker_reload(void);
 extern bool queen_worker_extension_present(void);
