@@ -557,7 +557,9 @@ queen_broker_log_config(const char *who)
 	ereport(LOG,
 			(errmsg("queen %s: config: database=%s http=%s:%d http_workers=%d fusion_shards=%d%s "
 					"bundle_max=%d fusion_hold_ms=%d fusion_min_frames=%d fusion_frames=%d (inert) "
-					"zstd_level=%d max_body_bytes=%d max_push_items=%d http_idle_timeout_ms=%d "
+					"zstd_level=%d max_body_bytes=%d max_push_items=%d max_ack_items=%d "
+					"pop_max_bytes=%d max_lease_seconds=%d consume_lock_timeout_ms=%d "
+					"http_idle_timeout_ms=%d "
 					"http_header_timeout_ms=%d http_body_timeout_ms=%d http_max_connections=%d "
 					"push_permits=%d/%d/%d (min/initial/max) dedup_cache_mb=%d "
 					"spool_directory=%s push_statement_timeout_ms=%d maintenance_mode=%s",
@@ -566,6 +568,8 @@ queen_broker_log_config(const char *who)
 					queen_fusion_shards == 0 ? " (auto)" : "", queen_bundle_max,
 					queen_fusion_hold_ms, queen_fusion_min_frames, queen_fusion_frames,
 					queen_zstd_level, queen_max_body_bytes, queen_max_push_items,
+					queen_max_ack_items, queen_pop_max_bytes, queen_max_lease_seconds,
+					queen_consume_lock_timeout_ms,
 					queen_http_idle_timeout_ms, queen_http_header_timeout_ms,
 					queen_http_body_timeout_ms, queen_http_max_connections,
 					queen_push_permits_min, queen_push_permits_initial,
