@@ -302,7 +302,6 @@ queen_claim_lock(QueenClaim *c, QueenClaimTarget *t, int64 *committed,
 	return false;
 }
 
-
 /*
  * Read from the cursor forward (4.2 steps 5-7) into the result: at most the
  * budget of messages and of bytes (queen.pop_max_bytes; the pop's first
