@@ -354,10 +354,12 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 	if (problem == NULL && (seconds < 1 || seconds > queen_max_lease_seconds))
 		problem = psprintf("seconds must be from 1 to %d (queen.max_lease_seconds)",
 						   queen_max_lease_seconds);
-	/* lease ids are UUIDs, compared in their canonical lower-case form */
-	if (problem == NULL && (len != QUEEN_LEASE_ID_LEN && len != UUID_LEN * 2))
-		problem = "leaseId must be a UUID (the leaseId a pop answered)";
-	if (problem == NULL && !queen_uuid_parse(pnstrdup(lease, len), &id))
+	/*
+	 * Lease ids are UUIDs, compared in their canonical lower-case form; the
+	 * length check also refuses a decoded %00 that would end the string early.
+	 */
+	if (problem == NULL && ((len != QUEEN_LEASE_ID_LEN && len != UUID_LEN * 2) ||
+							!queen_uuid_parse(pnstrdup(lease, len), &id)))
 		problem = "leaseId must be a UUID (the leaseId a pop answered)";
 	if (problem != NULL)
 	{
