@@ -135,6 +135,8 @@ typedef struct QueenMetrics
 	pg_atomic_uint64 wakes_push;	/* queues woken by bundles that stored messages */
 	pg_atomic_uint64 wakes_ack;	/* by acks that released a lease */
 	pg_atomic_uint64 wakes_drain;	/* by drained spool items */
+	pg_atomic_uint64 resends_wake;	/* parked pops sent again: their queue was woken */
+	pg_atomic_uint64 resends_due;	/* on the backoff, or at a 204's retry_at */
 	pg_atomic_uint32 parked[QUEEN_MAX_LISTENERS];	/* pops parked per listener */
 } QueenMetrics;
 

@@ -211,6 +211,8 @@ queen_longpoll_tick(TimestampTz now)
 			w->waits = 0;
 		if ((woken || now >= w->due) && queen_pop_resend(w))
 		{
+			pg_atomic_fetch_add_u64(woken ? &queen_broker->metrics.resends_wake :
+									&queen_broker->metrics.resends_due, 1);
 			sent = true;
 			continue;
 		}

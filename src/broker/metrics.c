@@ -156,6 +156,12 @@ queen_metrics_render_consume(StringInfo out, QueenMetrics *m)
 						pg_atomic_read_u64(&m->wakes_ack));
 	queen_metric_sample(out, "queen_long_poll_wakes_total", "by=\"drain\"",
 						pg_atomic_read_u64(&m->wakes_drain));
+	queen_metric(out, "queen_long_poll_resends_total", "counter",
+				 "Parked pops a listener sent to a shard again, by why: their queue was woken, or their backoff or retry_at came.");
+	queen_metric_sample(out, "queen_long_poll_resends_total", "reason=\"wake\"",
+						pg_atomic_read_u64(&m->resends_wake));
+	queen_metric_sample(out, "queen_long_poll_resends_total", "reason=\"due\"",
+						pg_atomic_read_u64(&m->resends_due));
 	queen_metric_u64(out, "queen_consume_shared_failures_total", "counter",
 					 "Shared transactions of consumption requests that failed; each of their requests then ran alone.",
 					 pg_atomic_read_u64(&m->consume_shared_failed));
