@@ -163,9 +163,10 @@ queen_pop_reply(QueenPending *p, int status, const char *body, Size len)
 	if (status == 204)
 	{
 		int64		retry_at = 0;
+		uint8		flags = 0;
 		TimestampTz now = GetCurrentTimestamp();
 
-		(void) queen_wire_get_pop_hint(body, len, &retry_at);
+		(void) queen_wire_get_pop_hint(body, len, &retry_at, &flags);
 		if (w->wait && !queen_listener_closing && now < w->deadline &&
 			!queen_http_client_closed(w->http))
 			queen_pop_park(w, now, (TimestampTz) retry_at);

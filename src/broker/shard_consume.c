@@ -132,7 +132,7 @@ queen_consume_pop(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
 	}
 	if (res.nmessages == 0)
 	{
-		queen_wire_put_pop_hint(out, res.retry_at);
+		queen_wire_put_pop_hint(out, res.retry_at, res.no_queue ? QUEEN_POP_HINT_NO_QUEUE : 0);
 		return 204;
 	}
 	queen_render_pop(out, &req, &res);
