@@ -147,13 +147,20 @@ typedef struct QueenMetrics
  * slot per transaction, then bumps total and sets the listeners' latches.
  * A listener compares: a parked pop whose slot moved is sent again.
  * Slots are shared by hash, so a collision costs a spurious retry, never a
- * missed wake.  Discovery pops (no single queue) watch total.
+ * missed wake.  Discovery pops (no single queue) watch total; catalog
+ * moves when a queue is configured, deleted or first committed to by a
+ * process (forgets moves on a deletion: every process forgets the queues
+ * it knew), for discovery pops that matched no queue to watch.
  */
 #define QUEEN_WAKE_SLOTS		4096
+#define QUEEN_WAKE_TOTAL		(-1)	/* queen_wake_generation's other counters */
+#define QUEEN_WAKE_CATALOG		(-2)
 
 typedef struct QueenWakeShared
 {
 	pg_atomic_uint64 total;
+	pg_atomic_uint64 catalog;
+	pg_atomic_uint32 forgets;
 	pg_atomic_uint32 gen[QUEEN_WAKE_SLOTS];
 } QueenWakeShared;
 
@@ -289,6 +296,7 @@ extern void queen_wake_mark(const pg_uuid_t *tenant, const char *queue, Size qle
 extern void queen_wake_mark_slot(int slot);
 extern void queen_wake_forget(void);
 extern int	queen_wake_publish(void);
+extern void queen_wake_catalog(bool deleted);
 extern uint64 queen_wake_generation(int slot);
 extern void queen_health_json(StringInfo out, bool connected, const char *error);
 
