@@ -135,9 +135,11 @@ typedef struct QueenMetrics
 	pg_atomic_uint64 wakes_push;	/* queues woken by bundles that stored messages */
 	pg_atomic_uint64 wakes_ack;	/* by acks that released a lease */
 	pg_atomic_uint64 wakes_drain;	/* by drained spool items */
-	pg_atomic_uint64 resends_wake;	/* parked pops sent again: their queue was woken */
+	pg_atomic_uint64 resends_wake;	/* line heads sent again: what they watch moved */
 	pg_atomic_uint64 resends_due;	/* on the backoff, or at a 204's retry_at */
+	pg_atomic_uint64 resends_next;	/* after the head before them delivered */
 	pg_atomic_uint32 parked[QUEEN_MAX_LISTENERS];	/* pops parked per listener */
+	pg_atomic_uint32 lines[QUEEN_MAX_LISTENERS];	/* their lines per listener */
 } QueenMetrics;
 
 /*
@@ -145,12 +147,12 @@ typedef struct QueenMetrics
  * a (tenant, queue)'s slot after a COMMIT that made that queue pending (a
  * bundle that stored messages, an ack that released a lease), once per
  * slot per transaction, then bumps total and sets the listeners' latches.
- * A listener compares: a parked pop whose slot moved is sent again.
- * Slots are shared by hash, so a collision costs a spurious retry, never a
- * missed wake.  Discovery pops (no single queue) watch total; catalog
- * moves when a queue is configured, deleted or first committed to by a
- * process (forgets moves on a deletion: every process forgets the queues
- * it knew), for discovery pops that matched no queue to watch.
+ * A listener compares: a line of parked pops whose slot moved sends its
+ * head again (longpoll.c).  Slots are shared by hash, so a collision costs
+ * a spurious retry, never a missed wake.  Discovery pops (no single queue)
+ * watch total, or catalog when they matched no queue: it moves when a
+ * queue is configured, deleted or first committed to by a process
+ * (forgets moves on a deletion: every process forgets the queues it knew).
  */
 #define QUEEN_WAKE_SLOTS		4096
 #define QUEEN_WAKE_TOTAL		(-1)	/* queen_wake_generation's other counters */
