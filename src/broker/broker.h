@@ -157,7 +157,11 @@ typedef struct QueenMetrics
 	pg_atomic_uint64 wakes_push;	/* queues woken by bundles that stored messages */
 	pg_atomic_uint64 wakes_ack;	/* by acks that released a lease */
 	pg_atomic_uint64 wakes_drain;	/* by drained spool items */
+	pg_atomic_uint64 resends_wake;	/* line heads sent again: what they watch moved */
+	pg_atomic_uint64 resends_due;	/* on the backoff, or at a 204's retry_at */
+	pg_atomic_uint64 resends_next;	/* after the head before them delivered */
 	pg_atomic_uint32 parked[QUEEN_MAX_LISTENERS];	/* pops parked per listener */
+	pg_atomic_uint32 lines[QUEEN_MAX_LISTENERS];	/* their lines per listener */
 } QueenMetrics;
 
 /*
@@ -165,15 +169,22 @@ typedef struct QueenMetrics
  * a (tenant, queue)'s slot after a COMMIT that made that queue pending (a
  * bundle that stored messages, an ack that released a lease), once per
  * slot per transaction, then bumps total and sets the listeners' latches.
- * A listener compares: a parked pop whose slot moved is sent again.
- * Slots are shared by hash, so a collision costs a spurious retry, never a
- * missed wake.  Discovery pops (no single queue) watch total.
+ * A listener compares: a line of parked pops whose slot moved sends its
+ * head again (longpoll.c).  Slots are shared by hash, so a collision costs
+ * a spurious retry, never a missed wake.  Discovery pops (no single queue)
+ * watch total, or catalog when they matched no queue: it moves when a
+ * queue is configured, deleted or first committed to by a process
+ * (forgets moves on a deletion: every process forgets the queues it knew).
  */
 #define QUEEN_WAKE_SLOTS		4096
+#define QUEEN_WAKE_TOTAL		(-1)	/* queen_wake_generation's other counters */
+#define QUEEN_WAKE_CATALOG		(-2)
 
 typedef struct QueenWakeShared
 {
 	pg_atomic_uint64 total;
+	pg_atomic_uint64 catalog;
+	pg_atomic_uint32 forgets;
 	pg_atomic_uint32 gen[QUEEN_WAKE_SLOTS];
 } QueenWakeShared;
 
@@ -311,6 +322,7 @@ extern void queen_wake_mark(const pg_uuid_t *tenant, const char *queue, Size qle
 extern void queen_wake_mark_slot(int slot);
 extern void queen_wake_forget(void);
 extern int	queen_wake_publish(void);
+extern void queen_wake_catalog(bool deleted);
 extern uint64 queen_wake_generation(int slot);
 extern void queen_health_json(StringInfo out, bool connected, const char *error);
 

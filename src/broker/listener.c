@@ -337,7 +337,11 @@ queen_answer_abandoned(List *entries, const char *why)
 		if (d.kind == QUEEN_PENDING_PUSH)
 			queen_push_render(&d);
 		else if (QUEEN_CONTROL_CONSUMES(d.op))
+		{
+			if (d.kind == QUEEN_PENDING_POP)
+				queen_pop_abandoned(d.wait);
 			queen_answer_unknown(&d, why);
+		}
 		else
 			queen_respond_error(d.http, 503, why);
 	}
@@ -425,6 +429,8 @@ queen_take_reply(QueenPending *p, QueenMsgReader *m)
 
 	if (!queen_wire_get_reply(m, &reply) || reply.status < 100 || reply.status > 599)
 	{
+		if (p->kind == QUEEN_PENDING_POP)
+			queen_pop_abandoned(p->wait);
 		queen_respond_error(p->http, 500, "malformed reply from the broker's shard");
 		return;
 	}
@@ -732,6 +738,7 @@ queen_listener_main(Datum arg)
 	queen_listener_setup();
 	/* a predecessor's parked pops died with its connections */
 	pg_atomic_write_u32(&queen_broker->metrics.parked[queen_listener_index], 0);
+	pg_atomic_write_u32(&queen_broker->metrics.lines[queen_listener_index], 0);
 
 	if (queen_listener_index == 0)
 		queen_broker_log_config("listener");

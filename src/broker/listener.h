@@ -89,6 +89,7 @@ extern QueenPopWait *queen_pop_wait_new(QueenHttpRequest *req, const char *arg, 
 										int shard, int slot, bool wait, int timeout_ms);
 extern void queen_pop_submit(QueenPopWait *w);
 extern void queen_pop_reply(QueenPending *p, int status, const char *body, Size len);
+extern void queen_pop_abandoned(QueenPopWait *w);
 extern long queen_longpoll_tick(TimestampTz now);
 extern void queen_longpoll_close(void);
 

@@ -112,10 +112,14 @@ static void
 queen_metrics_render_consume(StringInfo out, QueenMetrics *m)
 {
 	uint64		parked = 0;
+	uint64		lines = 0;
 	int			l;
 
 	for (l = 0; l < queen_broker->nlisteners; l++)
+	{
 		parked += pg_atomic_read_u32(&m->parked[l]);
+		lines += pg_atomic_read_u32(&m->lines[l]);
+	}
 	queen_metric_u64(out, "queen_process_pop_requests_total", "counter",
 					 "Pop requests taken by the listeners (a parked pop's retries are not counted again).",
 					 pg_atomic_read_u64(&m->pop_requests));
@@ -156,6 +160,17 @@ queen_metrics_render_consume(StringInfo out, QueenMetrics *m)
 						pg_atomic_read_u64(&m->wakes_ack));
 	queen_metric_sample(out, "queen_long_poll_wakes_total", "by=\"drain\"",
 						pg_atomic_read_u64(&m->wakes_drain));
+	queen_metric_u64(out, "queen_long_poll_lines", "gauge",
+					 "Lines the parked pops wait in: pops that would find the same share one.",
+					 lines);
+	queen_metric(out, "queen_long_poll_resends_total", "counter",
+				 "Parked pops (heads of their lines) a listener sent to a shard again, by why: what the line watches moved, its backoff or retry_at came, or the head before it delivered.");
+	queen_metric_sample(out, "queen_long_poll_resends_total", "reason=\"wake\"",
+						pg_atomic_read_u64(&m->resends_wake));
+	queen_metric_sample(out, "queen_long_poll_resends_total", "reason=\"due\"",
+						pg_atomic_read_u64(&m->resends_due));
+	queen_metric_sample(out, "queen_long_poll_resends_total", "reason=\"next\"",
+						pg_atomic_read_u64(&m->resends_next));
 	queen_metric_u64(out, "queen_consume_shared_failures_total", "counter",
 					 "Shared transactions of consumption requests that failed; each of their requests then ran alone.",
 					 pg_atomic_read_u64(&m->consume_shared_failed));

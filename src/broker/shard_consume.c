@@ -145,7 +145,7 @@ queen_consume_pop(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
 	queen_consume_counts.leases_expired += res->leases_expired;
 	if (res->nmessages == 0)
 	{
-		queen_wire_put_pop_hint(out, res->retry_at);
+		queen_wire_put_pop_hint(out, res->retry_at, res->no_queue ? QUEEN_POP_HINT_NO_QUEUE : 0);
 		return 204;
 	}
 	if (!req.auto_ack)

@@ -171,6 +171,9 @@ queen_shard_run_control(QueenControl *c)
 	/* counted and woken only once committed, before the client hears of it */
 	if (QUEEN_CONTROL_CONSUMES(c->op))
 		queen_shard_consume_done(ok);
+	/* a discovery that matched no queue may match this one now */
+	if (ok && (c->op == QUEEN_CONTROL_CONFIGURE || c->op == QUEEN_CONTROL_DELETE_QUEUE))
+		queen_wake_catalog(c->op == QUEEN_CONTROL_DELETE_QUEUE);
 	queen_answer_reply(c->listener, c->request, tx.status, tx.out.data, tx.out.len);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(queen_control_run_cxt);

@@ -18,18 +18,46 @@
  * The slots are a fixed array indexed by a hash, so two queues may share
  * one; that costs a pop an extra try, never a missed wake.
  *
+ * A discovery pop (namespace/task) that matched no queue can only find
+ * something once a queue it matches appears, so it watches the catalog
+ * generation, which moves when a shard configures or deletes a queue and
+ * when a process commits to a queue it has not seen before (a push, or the
+ * drain, creating it: each process remembers the queues it has published,
+ * and forgets them all when a queue is deleted, since the name may come
+ * back).  Queues created or configured through the SQL door are not
+ * announced; the parked pop's backoff finds them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+
+#include "utils/hsearch.h"
 
 /* Slots this process marked since it last published. */
 static int	queen_wake_marked[QUEEN_WAKE_SLOTS];
 static int	queen_wake_nmarked = 0;
 static uint64 queen_wake_bits[QUEEN_WAKE_SLOTS / 64];
 
-/* The slot of a (tenant, queue): FNV-1a-64 over both, as queen_shard_of. */
-int
-queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen)
+/*
+ * The queues this process has published, by their 64-bit hash (a collision
+ * costs a discovery its wake, never more: its backoff finds the queue), and
+ * the new ones among those marked since it last published.  Bounded by
+ * starting afresh when full, which costs a few catalog bumps.
+ */
+#define QUEEN_WAKE_KNOWN_MAX	65536
+#define QUEEN_WAKE_NEW_MAX		64
+
+static HTAB *queen_wake_known = NULL;
+static uint32 queen_wake_known_forgets = 0;
+static uint64 queen_wake_new[QUEEN_WAKE_NEW_MAX];
+static int	queen_wake_nnew = 0;
+static bool queen_wake_catalog_marked = false;
+
+static void queen_wake_listeners(void);
+
+/* FNV-1a-64 over the tenant and the queue, as queen_shard_of. */
+static uint64
+queen_wake_hash(const pg_uuid_t *tenant, const char *queue, Size qlen)
 {
 	uint64		h = UINT64CONST(0xcbf29ce484222325);
 	Size		i;
@@ -38,14 +66,52 @@ queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen)
 		h = (h ^ tenant->data[i]) * UINT64CONST(0x100000001b3);
 	for (i = 0; i < qlen; i++)
 		h = (h ^ (unsigned char) queue[i]) * UINT64CONST(0x100000001b3);
-	return (int) (h % QUEEN_WAKE_SLOTS);
+	return h;
+}
+
+/* The slot of a (tenant, queue). */
+int
+queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen)
+{
+	return (int) (queen_wake_hash(tenant, queue, qlen) % QUEEN_WAKE_SLOTS);
+}
+
+/* Has this process published this queue since the last deletion? */
+static bool
+queen_wake_known_has(uint64 h)
+{
+	uint32		forgets = pg_atomic_read_u32(&queen_broker->wake.forgets);
+
+	if (queen_wake_known == NULL || forgets != queen_wake_known_forgets ||
+		hash_get_num_entries(queen_wake_known) >= QUEEN_WAKE_KNOWN_MAX)
+	{
+		HASHCTL		ctl;
+
+		if (queen_wake_known != NULL)
+			hash_destroy(queen_wake_known);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(uint64);
+		queen_wake_known = hash_create("queen queues published", 256, &ctl,
+									   HASH_ELEM | HASH_BLOBS);
+		queen_wake_known_forgets = forgets;
+	}
+	return hash_search(queen_wake_known, &h, HASH_FIND, NULL) != NULL;
 }
 
 /* A queue became pending in the transaction about to commit. */
 void
 queen_wake_mark(const pg_uuid_t *tenant, const char *queue, Size qlen)
 {
-	queen_wake_mark_slot(queen_wake_slot(tenant, queue, qlen));
+	uint64		h = queen_wake_hash(tenant, queue, qlen);
+
+	queen_wake_mark_slot((int) (h % QUEEN_WAKE_SLOTS));
+	if (queen_wake_known_has(h))
+		return;
+	/* remembered once published; past the few a transaction keeps, next time */
+	queen_wake_catalog_marked = true;
+	if (queen_wake_nnew < QUEEN_WAKE_NEW_MAX)
+		queen_wake_new[queen_wake_nnew++] = h;
 }
 
 /* The same, by the queue's slot (queen_wake_slot). */
@@ -67,6 +133,8 @@ queen_wake_forget(void)
 	for (i = 0; i < queen_wake_nmarked; i++)
 		queen_wake_bits[queen_wake_marked[i] / 64] = 0;
 	queen_wake_nmarked = 0;
+	queen_wake_nnew = 0;
+	queen_wake_catalog_marked = false;
 }
 
 /*
@@ -90,18 +158,50 @@ queen_wake_publish(void)
 		queen_wake_bits[slot / 64] &= ~(UINT64CONST(1) << (slot % 64));
 	}
 	queen_wake_nmarked = 0;
-	/* a listener that sees the new total sees the slots bumped before it */
-	pg_atomic_fetch_add_u64(&w->total, 1);
-	for (i = 0; i < queen_broker->nlisteners; i++)
-		queen_worker_wake(&queen_broker->listeners[i]);
+	if (queen_wake_catalog_marked)
+	{
+		for (i = 0; i < queen_wake_nnew; i++)
+			(void) hash_search(queen_wake_known, &queen_wake_new[i], HASH_ENTER, NULL);
+		queen_wake_nnew = 0;
+		queen_wake_catalog_marked = false;
+		pg_atomic_fetch_add_u64(&w->catalog, 1);
+	}
+	queen_wake_listeners();
 	return n;
 }
 
-/* A slot's generation; slot < 0 is the total (discovery pops). */
+/*
+ * After a COMMIT that configured or deleted a queue: discovery pops that
+ * matched no queue may match one now.  A deletion also makes every process
+ * forget the queues it has published, as the name may be pushed to again.
+ */
+void
+queen_wake_catalog(bool deleted)
+{
+	if (deleted)
+		pg_atomic_fetch_add_u32(&queen_broker->wake.forgets, 1);
+	pg_atomic_fetch_add_u64(&queen_broker->wake.catalog, 1);
+	queen_wake_listeners();
+}
+
+/* A listener that sees the new total sees what was bumped before it. */
+static void
+queen_wake_listeners(void)
+{
+	int			i;
+
+	pg_atomic_fetch_add_u64(&queen_broker->wake.total, 1);
+	for (i = 0; i < queen_broker->nlisteners; i++)
+		queen_worker_wake(&queen_broker->listeners[i]);
+}
+
+/* A slot's generation, the total's (QUEEN_WAKE_TOTAL) or the catalog's. */
 uint64
 queen_wake_generation(int slot)
 {
-	if (slot < 0)
+	if (slot == QUEEN_WAKE_TOTAL)
 		return pg_atomic_read_u64(&queen_broker->wake.total);
+	if (slot == QUEEN_WAKE_CATALOG)
+		return pg_atomic_read_u64(&queen_broker->wake.catalog);
 	return pg_atomic_read_u32(&queen_broker->wake.gen[slot]);
 }

@@ -349,21 +349,24 @@ queen_wire_get_pop(QueenMsgReader *r, QueenWirePop *m)
 /*
  * A pop that delivered nothing is answered REPLY 204, and its body, which
  * never reaches the client, is the hint for a parked long-poll: i64
- * retry_at (a TimestampTz, 0 when nothing is known).
+ * retry_at (a TimestampTz, 0 when nothing is known), u8 flags
+ * (QUEEN_POP_HINT_*).
  */
 void
-queen_wire_put_pop_hint(StringInfo body, int64 retry_at)
+queen_wire_put_pop_hint(StringInfo body, int64 retry_at, uint8 flags)
 {
 	queen_msg_put_u64(body, (uint64) retry_at);
+	queen_msg_put_u8(body, flags);
 }
 
 bool
-queen_wire_get_pop_hint(const char *body, Size len, int64 *retry_at)
+queen_wire_get_pop_hint(const char *body, Size len, int64 *retry_at, uint8 *flags)
 {
 	QueenMsgReader r;
 
 	queen_wire_reader(&r, body, len);
 	*retry_at = (int64) queen_msg_get_u64(&r);
+	*flags = queen_msg_get_u8(&r);
 	return !r.bad && r.pos == r.len;
 }
 

@@ -131,6 +131,9 @@ typedef struct QueenWirePop
 	int64		retry_until;	/* QueenPopRequest.retry_until */
 } QueenWirePop;
 
+/* The pop hint's flags: a discovery that matched no queue at all. */
+#define QUEEN_POP_HINT_NO_QUEUE		0x01
+
 /* ACK: the group, then nitems items (queen_wire_put_ack_item). */
 typedef struct QueenWireAck
 {
@@ -196,8 +199,9 @@ extern bool queen_wire_get_reply(QueenMsgReader *r, QueenWireReply *m);
 extern void queen_wire_reader(QueenMsgReader *r, const char *data, Size len);
 extern void queen_wire_put_pop(StringInfo arg, const QueenWirePop *m);
 extern bool queen_wire_get_pop(QueenMsgReader *r, QueenWirePop *m);
-extern void queen_wire_put_pop_hint(StringInfo body, int64 retry_at);
-extern bool queen_wire_get_pop_hint(const char *body, Size len, int64 *retry_at);
+extern void queen_wire_put_pop_hint(StringInfo body, int64 retry_at, uint8 flags);
+extern bool queen_wire_get_pop_hint(const char *body, Size len, int64 *retry_at,
+									uint8 *flags);
 extern void queen_wire_put_ack(StringInfo arg, const QueenWireAck *m);
 extern bool queen_wire_get_ack(QueenMsgReader *r, QueenWireAck *m);
 extern void queen_wire_put_ack_item(StringInfo arg, const QueenWireAckItem *m);

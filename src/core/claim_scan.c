@@ -624,6 +624,7 @@ queen_claim_discover(QueenClaim *c)
 	else
 		nulls[2] = 'n';
 	n = queen_scan_run(SCAN_DISCOVER, values, nulls, SPI_OK_SELECT);
+	c->res->no_queue = n == 0;
 	if (n == 0)
 		return;
 	ids = palloc(sizeof(pg_uuid_t) * n);

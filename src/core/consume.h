@@ -126,6 +126,13 @@ typedef struct QueenPopResult
 
 	/* Claimed partitions whose previous lease had expired (redeliveries). */
 	int32		leases_expired;
+
+	/*
+	 * A namespace/task pop matched no queue at all: only a queue created or
+	 * configured into its namespace can change that (a parked long-poll
+	 * need not try again on every commit).
+	 */
+	bool		no_queue;
 } QueenPopResult;
 
 /*
