@@ -439,9 +439,8 @@ queen_take_reply(QueenPending *p, QueenMsgReader *m)
 		queen_pop_reply(p, reply.status, reply.body, reply.len);
 		return;
 	}
-	/* a shard's 503 (a row lock held too long) is worth trying again soon */
 	queen_http_respond(p->http, reply.status, "application/json", reply.body, reply.len,
-					   reply.status == 503 ? "Retry-After: 1\r\n" : NULL);
+					   queen_reply_headers(reply.status));
 }
 
 /* Take every verdict and reply the shards have for us. */

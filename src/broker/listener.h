@@ -87,6 +87,16 @@ extern void queen_answer_unknown(QueenPending *p, const char *why);
 /* longpoll.c: pops, parked while nothing can be delivered */
 extern QueenPopWait *queen_pop_wait_new(QueenHttpRequest *req, const char *arg, Size arglen,
 										int shard, int slot, bool wait, int timeout_ms);
+/*
+ * The extra headers of a shard's answer: its 503 (a row lock held too long,
+ * queen.consume_lock_timeout) is worth trying again soon.
+ */
+static inline const char *
+queen_reply_headers(int status)
+{
+	return status == 503 ? "Retry-After: 1\r\n" : NULL;
+}
+
 extern void queen_pop_submit(QueenPopWait *w);
 extern void queen_pop_reply(QueenPending *p, int status, const char *body, Size len);
 extern void queen_pop_abandoned(QueenPopWait *w);

@@ -638,7 +638,8 @@ queen_pop_reply(QueenPending *p, int status, const char *body, Size len)
 		queen_pop_answer_empty(w);
 	}
 	else
-		queen_http_respond(p->http, status, "application/json", body, len, NULL);
+		queen_http_respond(p->http, status, "application/json", body, len,
+						   queen_reply_headers(status));
 	if (line == NULL)
 		return;
 	if (status == 200)
