@@ -79,10 +79,19 @@ queen_listener_unavailable(int shard)
 	}
 }
 
+/*
+ * Is the shard serving?  Not one that restarted since the loop last looked
+ * (queen_check_shards, at the top of the loop, fails its predecessor's
+ * requests): a request sent to it now would be failed with them, answered
+ * that its shard restarted before answering, when the new one would have
+ * answered it.  Until the next turn it counts as not serving yet.
+ */
 bool
 queen_listener_shard_ready(int shard)
 {
-	return queen_worker_state(&queen_broker->shards[shard]) == QUEEN_WORKER_READY;
+	return queen_worker_state(&queen_broker->shards[shard]) == QUEEN_WORKER_READY &&
+		pg_atomic_read_u32(&queen_broker->shards[shard].incarnation) ==
+		queen_known_incarnation[shard];
 }
 
 /* A message for a shard's ring: it lives until the ring has taken it. */
