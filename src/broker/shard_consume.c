@@ -202,6 +202,7 @@ typedef struct QueenPartSlot
 } QueenPartSlot;
 
 static HTAB *queen_part_slots = NULL;
+static MemoryContext queen_part_slots_cxt = NULL;
 
 static QueenPartSlot *
 queen_part_slot_entry(const pg_uuid_t *pid, bool create)
@@ -210,17 +211,9 @@ queen_part_slot_entry(const pg_uuid_t *pid, bool create)
 
 	if (queen_part_slots == NULL ||
 		(create && hash_get_num_entries(queen_part_slots) >= QUEEN_PART_SLOTS_MAX))
-	{
-		HASHCTL		ctl;
-
-		if (queen_part_slots != NULL)
-			hash_destroy(queen_part_slots);
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(pg_uuid_t);
-		ctl.entrysize = sizeof(QueenPartSlot);
-		queen_part_slots = hash_create("queen partition wake slots", 1024, &ctl,
-									   HASH_ELEM | HASH_BLOBS);
-	}
+		queen_part_slots = queen_process_hash("queen partition wake slots", sizeof(pg_uuid_t),
+											  sizeof(QueenPartSlot), 1024,
+											  &queen_part_slots_cxt);
 	return hash_search(queen_part_slots, pid, create ? HASH_ENTER : HASH_FIND, &found);
 }
 

@@ -30,6 +30,7 @@
  *-------------------------------------------------------------------------
  */
 #include "broker.h"
+#include "spi.h"
 
 #include "utils/hsearch.h"
 
@@ -48,6 +49,7 @@ static uint64 queen_wake_bits[QUEEN_WAKE_SLOTS / 64];
 #define QUEEN_WAKE_NEW_MAX		64
 
 static HTAB *queen_wake_known = NULL;
+static MemoryContext queen_wake_known_cxt = NULL;
 static uint32 queen_wake_known_forgets = 0;
 static uint64 queen_wake_new[QUEEN_WAKE_NEW_MAX];
 static int	queen_wake_nnew = 0;
@@ -85,15 +87,8 @@ queen_wake_known_has(uint64 h)
 	if (queen_wake_known == NULL || forgets != queen_wake_known_forgets ||
 		hash_get_num_entries(queen_wake_known) >= QUEEN_WAKE_KNOWN_MAX)
 	{
-		HASHCTL		ctl;
-
-		if (queen_wake_known != NULL)
-			hash_destroy(queen_wake_known);
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(uint64);
-		ctl.entrysize = sizeof(uint64);
-		queen_wake_known = hash_create("queen queues published", 256, &ctl,
-									   HASH_ELEM | HASH_BLOBS);
+		queen_wake_known = queen_process_hash("queen queues published", sizeof(uint64),
+											  sizeof(uint64), 256, &queen_wake_known_cxt);
 		queen_wake_known_forgets = forgets;
 	}
 	return hash_search(queen_wake_known, &h, HASH_FIND, NULL) != NULL;
