@@ -374,7 +374,9 @@ LANGUAGE C STABLE PARALLEL SAFE;
 -- auto_ack the cursor moves in this transaction and lease_id is NULL;
 -- otherwise the partitions stay leased to lease_id until an ack or
 -- lease_expires_at.  Bad input raises 22023 (or a name check's code) and
--- writes nothing; a queue that does not exist delivers nothing.
+-- writes nothing; a queue that does not exist delivers nothing.  With wait,
+-- a pop that finds nothing waits up to that long for a commit that makes
+-- the queue pending (src/core/wait.c; docs/SQL.md says where it may wait).
 ------------------------------------------------------------------------------
 CREATE TYPE queen.pop_result AS (
 	queue				text,
@@ -388,7 +390,8 @@ CREATE TYPE queen.pop_result AS (
 	created_at			timestamptz,
 	lease_id			text,
 	delivery_attempt	integer,
-	lease_expires_at	timestamptz
+	lease_expires_at	timestamptz,
+	log_offset			bigint		-- "offset" again, by a name that needs no quotes
 );
 
 CREATE FUNCTION queen.pop(
@@ -400,7 +403,8 @@ CREATE FUNCTION queen.pop(
 	auto_ack boolean DEFAULT false,
 	max_partitions integer DEFAULT 1,
 	subscription_mode text DEFAULT NULL,
-	subscription_from text DEFAULT NULL)
+	subscription_from text DEFAULT NULL,
+	wait interval DEFAULT NULL)
 RETURNS SETOF queen.pop_result
 AS 'MODULE_PATHNAME', 'queen_pop_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -414,7 +418,8 @@ CREATE FUNCTION queen.pop_discover(
 	auto_ack boolean DEFAULT false,
 	max_partitions integer DEFAULT 1,
 	subscription_mode text DEFAULT NULL,
-	subscription_from text DEFAULT NULL)
+	subscription_from text DEFAULT NULL,
+	wait interval DEFAULT NULL)
 RETURNS SETOF queen.pop_result
 AS 'MODULE_PATHNAME', 'queen_pop_discover_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -528,8 +533,12 @@ COMMENT ON FUNCTION queen._permit_law_replay(int, int, int, int[], int[], int8[]
 -- consumer_admin.c): in the caller's transaction, so a pop, the caller's own
 -- writes and the ack commit together.  Each answers per message as
 -- POST /api/v1/ack does: success false with the reason for anything not
--- carried out.  A NULL where a value is required raises 22004, anything else
--- malformed 22023 (or the name checks' codes); nothing is written then.
+-- carried out, unless the call is strict (its strict argument, else the
+-- setting queen.strict_acks): then that raises (55000, or 22023 for a
+-- transactionId that names nothing), and the transaction cannot commit past
+-- it.  A NULL where a value is required raises 22004, a status that is not
+-- one of completed, success, acked, ok, failed, retry or dlq 22023, anything
+-- else malformed 22023 (or the name checks' codes); nothing is written then.
 ------------------------------------------------------------------------------
 CREATE FUNCTION queen.ack(
 	transaction_id text,
@@ -537,7 +546,23 @@ CREATE FUNCTION queen.ack(
 	lease_id text DEFAULT NULL,
 	status text DEFAULT 'completed',
 	consumer_group text DEFAULT '__QUEUE_MODE__',
-	error text DEFAULT NULL)
+	error text DEFAULT NULL,
+	strict boolean DEFAULT NULL)
+RETURNS TABLE (success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
+AS 'MODULE_PATHNAME', 'queen_ack_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+-- The same with the partition id as text: an id pasted or taken from a psql
+-- variable needs no ::uuid (and an untyped literal resolves here, not to the
+-- batch form).
+CREATE FUNCTION queen.ack(
+	transaction_id text,
+	partition_id text,
+	lease_id text DEFAULT NULL,
+	status text DEFAULT 'completed',
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	error text DEFAULT NULL,
+	strict boolean DEFAULT NULL)
 RETURNS TABLE (success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
 AS 'MODULE_PATHNAME', 'queen_ack_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
@@ -548,10 +573,47 @@ CREATE FUNCTION queen.ack(
 	lease_ids text[] DEFAULT NULL,
 	statuses text[] DEFAULT NULL,
 	consumer_group text DEFAULT '__QUEUE_MODE__',
-	errors text[] DEFAULT NULL)
+	errors text[] DEFAULT NULL,
+	strict boolean DEFAULT NULL)
 RETURNS TABLE (index integer, transaction_id text, success boolean, error text,
 			   lease_released boolean, dlq boolean, noop boolean)
 AS 'MODULE_PATHNAME', 'queen_ack_batch_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.ack(
+	transaction_ids text[],
+	partition_ids text[],
+	lease_ids text[] DEFAULT NULL,
+	statuses text[] DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	errors text[] DEFAULT NULL,
+	strict boolean DEFAULT NULL)
+RETURNS TABLE (index integer, transaction_id text, success boolean, error text,
+			   lease_released boolean, dlq boolean, noop boolean)
+AS 'MODULE_PATHNAME', 'queen_ack_batch_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The ack's success alone, for IF NOT queen.ack_ok(...) THEN ... code.
+CREATE FUNCTION queen.ack_ok(
+	transaction_id text,
+	partition_id uuid,
+	lease_id text DEFAULT NULL,
+	status text DEFAULT 'completed',
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	error text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queen_ack_ok_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.ack_ok(
+	transaction_id text,
+	partition_id text,
+	lease_id text DEFAULT NULL,
+	status text DEFAULT 'completed',
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	error text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'queen_ack_ok_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 CREATE FUNCTION queen.nack(
@@ -559,7 +621,19 @@ CREATE FUNCTION queen.nack(
 	partition_id uuid,
 	lease_id text DEFAULT NULL,
 	error text DEFAULT NULL,
-	consumer_group text DEFAULT '__QUEUE_MODE__')
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	strict boolean DEFAULT NULL)
+RETURNS TABLE (success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
+AS 'MODULE_PATHNAME', 'queen_nack_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION queen.nack(
+	transaction_id text,
+	partition_id text,
+	lease_id text DEFAULT NULL,
+	error text DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	strict boolean DEFAULT NULL)
 RETURNS TABLE (success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
 AS 'MODULE_PATHNAME', 'queen_nack_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
@@ -569,12 +643,24 @@ CREATE FUNCTION queen.reject(
 	partition_id uuid,
 	lease_id text DEFAULT NULL,
 	error text DEFAULT NULL,
-	consumer_group text DEFAULT '__QUEUE_MODE__')
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	strict boolean DEFAULT NULL)
 RETURNS TABLE (success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
 AS 'MODULE_PATHNAME', 'queen_reject_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
-CREATE FUNCTION queen.renew(lease_id text, seconds integer DEFAULT 60)
+CREATE FUNCTION queen.reject(
+	transaction_id text,
+	partition_id text,
+	lease_id text DEFAULT NULL,
+	error text DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	strict boolean DEFAULT NULL)
+RETURNS TABLE (success boolean, error text, lease_released boolean, dlq boolean, noop boolean)
+AS 'MODULE_PATHNAME', 'queen_reject_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+CREATE FUNCTION queen.renew(lease_id text, seconds integer DEFAULT 60, strict boolean DEFAULT NULL)
 RETURNS TABLE (renewed integer, expires_at timestamptz)
 AS 'MODULE_PATHNAME', 'queen_renew_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
@@ -605,15 +691,26 @@ COMMENT ON FUNCTION queen._dlq_list(text, text, text, timestamptz, timestamptz, 
 
 -- Consumer lag: per queue and consumer group (queue mode is __QUEUE_MODE__),
 -- the messages not yet acknowledged and the partitions that hold them.  A
--- group counts on a queue once it has a cursor there; its partitions
--- without one yet count from the start of what is retained (so a "new" or
--- timestamp subscription is overstated there until its first pop of that
--- partition).  The broker samples it into queen_consumer_lag_messages
+-- group counts on a queue once it has a cursor or a subscription there; a
+-- queue with messages that nobody has consumed yet shows as queue mode.
+-- Partitions without a cursor of the group count from the start of what is
+-- retained, or as nothing for a "new" subscription (a timestamp
+-- subscription is overstated there until its first pop of that partition).
+-- The broker samples it into queen_consumer_lag_messages
 -- (queen.consumer_lag_interval).
 CREATE VIEW queen.consumer_lag AS
 WITH groups AS (
-	SELECT DISTINCT p.queue_id, c.consumer_group
+	SELECT p.queue_id, c.consumer_group
 	  FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+	UNION
+	SELECT m.queue_id, m.consumer_group
+	  FROM queen.consumer_groups_metadata m WHERE m.queue_id IS NOT NULL
+	UNION
+	SELECT q.id, '__QUEUE_MODE__'
+	  FROM queen.queues q
+	 WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p JOIN queen.log_consumers c
+						   ON c.partition_id = p.id WHERE p.queue_id = q.id)
+	   AND NOT EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m WHERE m.queue_id = q.id)
 )
 SELECT q.tenant_id, q.name AS queue, g.consumer_group,
 	   count(*) FILTER (WHERE x.pending > 0) AS partitions_pending,
@@ -622,9 +719,104 @@ SELECT q.tenant_id, q.name AS queue, g.consumer_group,
   JOIN queen.queues q ON q.id = g.queue_id
   JOIN queen.log_partitions p ON p.queue_id = g.queue_id
   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = g.consumer_group
+  LEFT JOIN queen.consumer_groups_metadata m
+	ON m.queue_id = g.queue_id AND m.consumer_group = g.consumer_group
+   AND m.partition_name = '' AND m.namespace IS NULL AND m.task IS NULL
  CROSS JOIN LATERAL (
-	SELECT GREATEST(p.last_offset - GREATEST(coalesce(c.committed, -1), p.log_start - 1), 0) AS pending
+	SELECT GREATEST(p.last_offset - GREATEST(coalesce(c.committed,
+			   CASE WHEN m.subscription_mode = 'new' THEN p.last_offset ELSE -1 END),
+			   p.log_start - 1), 0) AS pending
  ) x
  GROUP BY q.tenant_id, q.name, g.consumer_group;
 COMMENT ON VIEW queen.consumer_lag IS
 'Per queue and consumer group: messages not yet acknowledged (messages_pending) and the partitions holding them.';
+
+------------------------------------------------------------------------------
+-- The DBA's questions (docs/SQL.md, "Reading the state"): plain SQL over the
+-- tables, for the session's tenant (queen.tenant), off the hot path.
+------------------------------------------------------------------------------
+CREATE FUNCTION queen.current_tenant()
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'queen_current_tenant_sql'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+-- Messages of queue a group has not acknowledged (queue mode by default),
+-- counted as queen.consumer_lag counts them; a group that never popped
+-- counts everything retained (0 for a "new" subscription it registered).
+CREATE FUNCTION queen.depth(queue text, consumer_group text DEFAULT '__QUEUE_MODE__')
+RETURNS bigint
+LANGUAGE sql STABLE
+AS $$
+	SELECT coalesce(sum(GREATEST(p.last_offset - GREATEST(coalesce(c.committed,
+			   CASE WHEN m.subscription_mode = 'new' THEN p.last_offset ELSE -1 END),
+			   p.log_start - 1), 0)), 0)::bigint
+	  FROM queen.queues q
+	  JOIN queen.log_partitions p ON p.queue_id = q.id
+	  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
+	  LEFT JOIN queen.consumer_groups_metadata m
+		ON m.queue_id = q.id AND m.consumer_group = $2
+	   AND m.partition_name = '' AND m.namespace IS NULL AND m.task IS NULL
+	 WHERE q.tenant_id = queen.current_tenant() AND q.name = $1
+$$;
+
+-- Has queue anything the group has not acknowledged (leased or not)?
+CREATE FUNCTION queen.has_messages(queue text, consumer_group text DEFAULT '__QUEUE_MODE__')
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $$
+	SELECT EXISTS (
+		SELECT 1
+		  FROM queen.queues q
+		  JOIN queen.log_partitions p ON p.queue_id = q.id
+		  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
+		  LEFT JOIN queen.consumer_groups_metadata m
+			ON m.queue_id = q.id AND m.consumer_group = $2
+		   AND m.partition_name = '' AND m.namespace IS NULL AND m.task IS NULL
+		 WHERE q.tenant_id = queen.current_tenant() AND q.name = $1
+		   AND p.last_offset > GREATEST(coalesce(c.committed,
+				   CASE WHEN m.subscription_mode = 'new' THEN p.last_offset ELSE -1 END),
+				   p.log_start - 1))
+$$;
+
+-- The dead letters of a queue, newest first, as GET /api/v1/dlq lists them;
+-- total is the count before paging.
+CREATE FUNCTION queen.dlq(
+	queue text,
+	consumer_group text DEFAULT NULL,
+	partition text DEFAULT NULL,
+	from_time timestamptz DEFAULT NULL,
+	to_time timestamptz DEFAULT NULL,
+	page_limit integer DEFAULT 100,
+	page_offset bigint DEFAULT 0)
+RETURNS TABLE (partition_name text, group_name text, log_offset bigint, transaction_id text,
+			   error text, payload jsonb, retries integer, total bigint)
+LANGUAGE sql STABLE
+AS $$
+	SELECT d.partition_name, d.group_name, d.log_offset, d.txn, d.error_text,
+		   d.payload_text::jsonb, d.retries, d.total
+	  FROM queen._dlq_list($1, $2, $3, $4, $5, $6, $7) d
+$$;
+
+-- UUIDv7 (every message id): the millisecond it was minted, and the
+-- smallest id of a moment, for range conditions on message_id.
+CREATE FUNCTION queen.uuid_v7_time(id uuid)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'queen_uuid_v7_time_sql'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION queen.uuid_v7_at(t timestamptz)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'queen_uuid_v7_at_sql'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Waiting (src/core/wait.c): a queue's NOTIFY channel, which commits that
+-- make it pending notify when queen.notify is on, and LISTEN on it.
+CREATE FUNCTION queen.channel(queue text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'queen_channel_sql'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION queen.listen(queue text)
+RETURNS text
+AS 'MODULE_PATHNAME', 'queen_listen_sql'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;

@@ -41,6 +41,10 @@ char	   *queen_tenant_setting = NULL;
 int			queen_pop_max_bytes = 16 * 1024 * 1024;
 int			queen_max_lease_seconds = 86400;
 
+/* the SQL consumer's door: verdicts that raise, and NOTIFY on push commits */
+bool		queen_strict_acks = false;
+bool		queen_notify = false;
+
 /* ---- the HTTP broker (broker.h says what each is for) ---- */
 char	   *queen_database = NULL;
 char	   *queen_http_listen_address = NULL;
@@ -208,6 +212,25 @@ queen_define_core_gucs(void)
 							PGC_SUSET,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("queen.strict_acks",
+							 "Makes queen.ack, nack, reject and renew raise an error when nothing was applied.",
+							 "A call's strict argument overrides it.  An ack that did nothing then rolls back its transaction instead of letting it commit.",
+							 &queen_strict_acks,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/* off by default: NOTIFY serializes the commits of concurrent pushers */
+	DefineCustomBoolVariable("queen.notify",
+							 "Sends NOTIFY on a queue's channel (queen.channel) from every commit that made it pending.",
+							 "Once per queue per transaction, from pushes and from acks that release a lease, for applications that LISTEN.  Waiting pops do not need it when the library is preloaded.",
+							 &queen_notify,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 }
 
 /*

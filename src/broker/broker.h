@@ -31,6 +31,7 @@
 #include "ring.h"
 #include "storage/latch.h"
 #include "storage/spin.h"
+#include "wait.h"
 
 /* Hard limits of the process model; the GUCs are clamped to these. */
 #define QUEEN_MAX_LISTENERS		16
@@ -176,7 +177,6 @@ typedef struct QueenMetrics
  * queue is configured, deleted or first committed to by a process
  * (forgets moves on a deletion: every process forgets the queues it knew).
  */
-#define QUEEN_WAKE_SLOTS		4096
 #define QUEEN_WAKE_TOTAL		(-1)	/* queen_wake_generation's other counters */
 #define QUEEN_WAKE_CATALOG		(-2)
 
@@ -317,7 +317,7 @@ extern void queen_metrics_bundle_summary(void);
  *		Wake-ups for parked pops (wake.c)
  * ----------------------------------------------------------------
  */
-extern int	queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen);
+extern void queen_wake_install(void);
 extern void queen_wake_mark(const pg_uuid_t *tenant, const char *queue, Size qlen);
 extern void queen_wake_mark_slot(int slot);
 extern void queen_wake_forget(void);

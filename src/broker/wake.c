@@ -16,7 +16,11 @@
  * wake truthful: a pop sent after it sees what woke it.
  *
  * The slots are a fixed array indexed by a hash, so two queues may share
- * one; that costs a pop an extra try, never a missed wake.
+ * one; that costs a pop an extra try, never a missed wake.  The hash and
+ * the slots are the core's (wait.h), shared with SQL pops that wait: a
+ * publish here wakes them too, and a SQL door's commit moves the slots it
+ * marked here (queen_wake_sql_commit), so a parked HTTP pop sees a SQL
+ * push at once.
  *
  * A discovery pop (namespace/task) that matched no queue can only find
  * something once a queue it matches appears, so it watches the catalog
@@ -31,6 +35,7 @@
  */
 #include "broker.h"
 #include "spi.h"
+#include "wait.h"
 
 #include "utils/hsearch.h"
 
@@ -57,27 +62,6 @@ static bool queen_wake_catalog_marked = false;
 
 static void queen_wake_listeners(void);
 
-/* FNV-1a-64 over the tenant and the queue, as queen_shard_of. */
-static uint64
-queen_wake_hash(const pg_uuid_t *tenant, const char *queue, Size qlen)
-{
-	uint64		h = UINT64CONST(0xcbf29ce484222325);
-	Size		i;
-
-	for (i = 0; i < UUID_LEN; i++)
-		h = (h ^ tenant->data[i]) * UINT64CONST(0x100000001b3);
-	for (i = 0; i < qlen; i++)
-		h = (h ^ (unsigned char) queue[i]) * UINT64CONST(0x100000001b3);
-	return h;
-}
-
-/* The slot of a (tenant, queue). */
-int
-queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen)
-{
-	return (int) (queen_wake_hash(tenant, queue, qlen) % QUEEN_WAKE_SLOTS);
-}
-
 /* Has this process published this queue since the last deletion? */
 static bool
 queen_wake_known_has(uint64 h)
@@ -98,7 +82,7 @@ queen_wake_known_has(uint64 h)
 void
 queen_wake_mark(const pg_uuid_t *tenant, const char *queue, Size qlen)
 {
-	uint64		h = queen_wake_hash(tenant, queue, qlen);
+	uint64		h = queen_queue_hash(tenant, queue, qlen);
 
 	queen_wake_mark_slot((int) (h % QUEEN_WAKE_SLOTS));
 	if (queen_wake_known_has(h))
@@ -152,6 +136,7 @@ queen_wake_publish(void)
 		pg_atomic_fetch_add_u32(&w->gen[slot], 1);
 		queen_wake_bits[slot / 64] &= ~(UINT64CONST(1) << (slot % 64));
 	}
+	queen_wait_wake(queen_wake_marked, n);
 	queen_wake_nmarked = 0;
 	if (queen_wake_catalog_marked)
 	{
@@ -177,6 +162,26 @@ queen_wake_catalog(bool deleted)
 		pg_atomic_fetch_add_u32(&queen_broker->wake.forgets, 1);
 	pg_atomic_fetch_add_u64(&queen_broker->wake.catalog, 1);
 	queen_wake_listeners();
+}
+
+/*
+ * After a COMMIT of the SQL door that made these slots pending (wait.c's
+ * queen_wait_commit_hook): bumped as a shard's bundle bumps them.
+ */
+static void
+queen_wake_sql_commit(const int *slots, int nslots)
+{
+	int			i;
+
+	for (i = 0; i < nslots; i++)
+		pg_atomic_fetch_add_u32(&queen_broker->wake.gen[slots[i]], 1);
+	queen_wake_listeners();
+}
+
+void
+queen_wake_install(void)
+{
+	queen_wait_commit_hook = queen_wake_sql_commit;
 }
 
 /* A listener that sees the new total sees what was bumped before it. */

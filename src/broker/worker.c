@@ -202,6 +202,7 @@ queen_broker_preload(void)
 	}
 	queen_shmem_install(queen_http_workers, queen_fusion_shards_effective(),
 						queen_broker_fill);
+	queen_wake_install();
 
 	if (needed > max_worker_processes)
 		ereport(WARNING,

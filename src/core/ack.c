@@ -35,6 +35,7 @@
  *-------------------------------------------------------------------------
  */
 #include "ack_int.h"
+#include "wait.h"
 #include "hash_refs.h"
 #include "spi.h"
 #include "txns_walk.h"
@@ -52,7 +53,8 @@
 static const char *const sql_ack_lock =
 "SELECT c.committed, c.batch_end, c.worker_id, c.lease_expires_at > now(),"
 "       c.batch_retry_count, p.txns_start, q.retry_limit,"
-"       q.dead_letter_queue OR q.dlq_after_max_retries, c.batch_digest"
+"       q.dead_letter_queue OR q.dlq_after_max_retries, c.batch_digest,"
+"       q.tenant_id, q.name"
 "  FROM queen.log_consumers c"
 "  JOIN queen.log_partitions p ON p.id = c.partition_id"
 "  JOIN queen.queues q ON q.id = p.queue_id"
@@ -134,6 +136,27 @@ queen_ack_status(const char *status, size_t len)
 	if (queen_status_is(status, len, "dlq"))
 		return QUEEN_ACK_DLQ;
 	return QUEEN_ACK_FAILED;
+}
+
+/*
+ * Is status one of the words 5.1 names (failed included)?  The SQL door
+ * refuses any other, where the HTTP door keeps the reference's "anything
+ * else fails": a typo there would spend a retry without a word.
+ */
+bool
+queen_ack_status_known(const char *status, size_t len)
+{
+	static const char *const words[] = {
+		"completed", "success", "acked", "ok", "failed", "retry", "dlq"
+	};
+	Size		i;
+
+	if (status == NULL)
+		return true;
+	for (i = 0; i < lengthof(words); i++)
+		if (queen_status_is(status, len, words[i]))
+			return true;
+	return false;
 }
 
 /* ----------------------------------------------------------------
@@ -423,6 +446,8 @@ queen_ack_lock(QueenAckGroup *g, MemoryContext out_cxt)
 	g->txns_start = queen_get_int64(tuple, desc, 6);
 	g->retry_limit = queen_get_int32(tuple, desc, 7);
 	g->dlq_enabled = DatumGetBool(SPI_getbinval(tuple, desc, 8, &isnull)) && !isnull;
+	queen_get_uuid(tuple, desc, 10, &g->tenant);
+	g->queue = SPI_getvalue(tuple, desc, 11);
 	d = SPI_getbinval(tuple, desc, 9, &isnull);
 	g->has_digest = false;
 	if (!isnull)
@@ -471,6 +496,9 @@ queen_ack_apply(QueenAckGroup *g)
 	values[5] = BoolGetDatum(g->reset_attempts);
 	queen_exec(queen_plan_once(&queen_ack_update_plan, sql_ack_update, 6, types, false),
 			   values, SPI_OK_UPDATE, "consumer row update");
+	/* the partition is free: pops waiting on its queue may take it at COMMIT */
+	if (g->release)
+		queen_wait_mark(&g->tenant, g->queue, strlen(g->queue));
 }
 
 /* What one resolved item is told (5.1, 5.2), its problem in out_cxt. */

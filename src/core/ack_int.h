@@ -34,6 +34,8 @@ typedef struct QueenAckGroup
 	int32		retry_limit;
 	bool		dlq_enabled;
 	bool		has_digest;		/* the pop recorded the batch's digest */
+	pg_uuid_t	tenant;			/* the partition's queue, for the wake */
+	char	   *queue;
 	QueenTxnDigest digest;
 
 	/* the decision */

@@ -184,6 +184,7 @@ extern const char *queen_lease_id_normal(const char *lease);
 
 /* 5.1's normalisation: NULL and completed/success/acked/ok complete, ... */
 extern QueenAckStatus queen_ack_status(const char *status, size_t len);
+extern bool queen_ack_status_known(const char *status, size_t len);
 
 /*
  * One acknowledgement and its verdict.  The caller fills the input; queen_ack

@@ -87,6 +87,8 @@ extern int	queen_dedup_filter_mb;
 extern char *queen_tenant_setting;
 extern int	queen_pop_max_bytes;
 extern int	queen_max_lease_seconds;
+extern bool queen_strict_acks;
+extern bool queen_notify;
 
 extern void queen_define_gucs(void);
 extern void queen_session_tenant(pg_uuid_t *out);

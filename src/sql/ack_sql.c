@@ -9,9 +9,15 @@
  * writes and the ack commit or roll back together.  Arguments are checked
  * before anything is read or written: a NULL where a value is required
  * raises 22004, anything else malformed 22023 (or the name checks' codes),
- * and nothing has been written when they do.  Verdicts a consumer may
- * legitimately meet (a stale or unknown transactionId, an expired lease)
- * are rows, never errors.
+ * and nothing has been written when they do; so does a status that is not
+ * one of 5.1's words (a typo must not spend a retry).  Verdicts a consumer
+ * may legitimately meet (a stale or unknown transactionId, an expired
+ * lease) are rows, unless the call is strict (its strict argument, else
+ * queen.strict_acks): then anything not applied raises, so the caller's
+ * transaction cannot commit past an ack that did nothing.
+ *
+ * A partition id may come as uuid or as text (the overloads of
+ * queen--1.0.sql), so pasted ids and psql variables need no cast.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +31,7 @@
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(queen_ack_sql);
+PG_FUNCTION_INFO_V1(queen_ack_ok_sql);
 PG_FUNCTION_INFO_V1(queen_nack_sql);
 PG_FUNCTION_INFO_V1(queen_reject_sql);
 PG_FUNCTION_INFO_V1(queen_ack_batch_sql);
@@ -67,6 +74,59 @@ queen_item_txn(QueenAckItem *item, const char *txn)
 	queen_check_transaction_id(txn, item->txn_len);
 }
 
+/* A status argument: one of 5.1's words, or 22023. */
+static QueenAckStatus
+queen_status_arg(const char *status)
+{
+	size_t		len = status ? strlen(status) : 0;
+
+	if (!queen_ack_status_known(status, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown ack status \"%s\"", status),
+				 errhint("A status is completed (or success, acked, ok), failed, retry or dlq, in lower case.")));
+	return queen_ack_status(status, len);
+}
+
+/* A partition id given as uuid, or as text in a uuid's form. */
+static pg_uuid_t
+queen_uuid_value(Oid type, Datum d)
+{
+	if (type == UUIDOID)
+		return *DatumGetUUIDP(d);
+	return *DatumGetUUIDP(DirectFunctionCall1(uuid_in,
+											  CStringGetDatum(TextDatumGetCString(d))));
+}
+
+/* The strict argument at arg, else queen.strict_acks. */
+static bool
+queen_strict_arg(FunctionCallInfo fcinfo, int arg)
+{
+	if (PG_NARGS() <= arg || PG_ARGISNULL(arg))
+		return queen_strict_acks;
+	return PG_GETARG_BOOL(arg);
+}
+
+/*
+ * In strict mode, an item not carried out raises: 22023 when its
+ * transactionId names nothing the ack can reach, 55000 for every other
+ * reason (the lease, the cursor, a batch's earlier signal).
+ */
+static void
+queen_strict_check(const QueenAckItem *item, int index)
+{
+	if (item->success)
+		return;
+	ereport(ERROR,
+			(errcode(strncmp(item->problem ? item->problem : "", "unresolvable", 12) == 0 ?
+					 ERRCODE_INVALID_PARAMETER_VALUE : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("ack of transaction \"%s\" was not applied: %s",
+					item->transaction_id, item->problem ? item->problem : "no reason given"),
+			 index >= 0 ? errdetail("It is item %d of the batch; nothing of the batch was applied.",
+									index) : 0,
+			 errhint("The call is strict (its strict argument, or queen.strict_acks), so the transaction cannot commit past it.")));
+}
+
 /* success, error, lease_released, dlq, noop: the verdict's columns. */
 static void
 queen_verdict_values(const QueenAckItem *item, Datum *values, bool *nulls)
@@ -83,9 +143,26 @@ queen_verdict_values(const QueenAckItem *item, Datum *values, bool *nulls)
  * One acknowledgement from arguments (txn, partition id, lease id) at the
  * given positions, with a status and an error; its verdict as one row.
  */
+static void
+queen_ack_run_one(FunctionCallInfo fcinfo, QueenAckItem *item, QueenAckStatus status,
+				  const char *error, const char *group)
+{
+	memset(item, 0, sizeof(*item));
+	queen_require(fcinfo, 0, "transaction_id");
+	queen_require(fcinfo, 1, "partition_id");
+	queen_item_txn(item, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	item->partition_id = queen_uuid_value(get_fn_expr_argtype(fcinfo->flinfo, 1),
+										  PG_GETARG_DATUM(1));
+	item->lease_id = queen_text_arg(fcinfo, 2);
+	item->status = status;
+	item->error = error;
+
+	queen_ack(group, item, 1);
+}
+
 static Datum
 queen_ack_one(FunctionCallInfo fcinfo, QueenAckStatus status, const char *error,
-			  const char *group)
+			  const char *group, bool strict)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	QueenAckItem item;
@@ -93,16 +170,9 @@ queen_ack_one(FunctionCallInfo fcinfo, QueenAckStatus status, const char *error,
 	bool		nulls[5] = {false, false, false, false, false};
 
 	InitMaterializedSRF(fcinfo, 0);
-	memset(&item, 0, sizeof(item));
-	queen_require(fcinfo, 0, "transaction_id");
-	queen_require(fcinfo, 1, "partition_id");
-	queen_item_txn(&item, text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	item.partition_id = *PG_GETARG_UUID_P(1);
-	item.lease_id = queen_text_arg(fcinfo, 2);
-	item.status = status;
-	item.error = error;
-
-	queen_ack(group, &item, 1);
+	queen_ack_run_one(fcinfo, &item, status, error, group);
+	if (strict)
+		queen_strict_check(&item, -1);
 
 	queen_verdict_values(&item, values, nulls);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -111,28 +181,45 @@ queen_ack_one(FunctionCallInfo fcinfo, QueenAckStatus status, const char *error,
 
 /*
  * queen.ack(transaction_id, partition_id, lease_id, status, consumer_group,
- *			 error) -> (success, error, lease_released, dlq, noop)
+ *			 error, strict) -> (success, error, lease_released, dlq, noop)
  */
 Datum
 queen_ack_sql(PG_FUNCTION_ARGS)
 {
-	const char *status = queen_text_arg(fcinfo, 3);
+	QueenAckStatus status = queen_status_arg(queen_text_arg(fcinfo, 3));
 	const char *group = queen_group_arg(fcinfo, 4);
 
-	return queen_ack_one(fcinfo, queen_ack_status(status, status ? strlen(status) : 0),
-						 queen_text_arg(fcinfo, 5), group);
+	return queen_ack_one(fcinfo, status, queen_text_arg(fcinfo, 5), group,
+						 queen_strict_arg(fcinfo, 6));
 }
 
 /*
- * queen.nack(transaction_id, partition_id, lease_id, error, consumer_group):
- * status failed, a retry spent.
+ * queen.ack_ok(transaction_id, partition_id, lease_id, status,
+ *				consumer_group, error) -> boolean: the ack's success alone,
+ * for IF NOT queen.ack_ok(...) THEN ... code.
+ */
+Datum
+queen_ack_ok_sql(PG_FUNCTION_ARGS)
+{
+	QueenAckStatus status = queen_status_arg(queen_text_arg(fcinfo, 3));
+	const char *group = queen_group_arg(fcinfo, 4);
+	QueenAckItem item;
+
+	queen_ack_run_one(fcinfo, &item, status, queen_text_arg(fcinfo, 5), group);
+	PG_RETURN_BOOL(item.success);
+}
+
+/*
+ * queen.nack(transaction_id, partition_id, lease_id, error, consumer_group,
+ *			  strict): status failed, a retry spent.
  */
 Datum
 queen_nack_sql(PG_FUNCTION_ARGS)
 {
 	const char *group = queen_group_arg(fcinfo, 4);
 
-	return queen_ack_one(fcinfo, QUEEN_ACK_FAILED, queen_text_arg(fcinfo, 3), group);
+	return queen_ack_one(fcinfo, QUEEN_ACK_FAILED, queen_text_arg(fcinfo, 3), group,
+						 queen_strict_arg(fcinfo, 5));
 }
 
 /* queen.reject(...): as queen.nack, status dlq (dead-lettered at once). */
@@ -141,7 +228,8 @@ queen_reject_sql(PG_FUNCTION_ARGS)
 {
 	const char *group = queen_group_arg(fcinfo, 4);
 
-	return queen_ack_one(fcinfo, QUEEN_ACK_DLQ, queen_text_arg(fcinfo, 3), group);
+	return queen_ack_one(fcinfo, QUEEN_ACK_DLQ, queen_text_arg(fcinfo, 3), group,
+						 queen_strict_arg(fcinfo, 5));
 }
 
 /* ----------------------------------------------------------------
@@ -169,7 +257,7 @@ queen_array_arg(FunctionCallInfo fcinfo, int arg, const char *name, Oid elemtype
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be a one-dimensional array", name)));
-	if (elemtype == UUIDOID)
+	if (elemtype == UUIDOID && ARR_ELEMTYPE(a) == UUIDOID)
 		deconstruct_array(a, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR, elems, nulls, &n);
 	else
 		deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, elems, nulls, &n);
@@ -205,9 +293,11 @@ queen_batch_items(FunctionCallInfo fcinfo, int *nitems)
 			   *status_nulls,
 			   *error_nulls;
 	QueenAckItem *items;
+	Oid			pid_type;
 	int			n,
 				i;
 
+	pid_type = get_fn_expr_argtype(fcinfo->flinfo, 1) == TEXTARRAYOID ? TEXTOID : UUIDOID;
 	queen_require(fcinfo, 0, "transaction_ids");
 	queen_require(fcinfo, 1, "partition_ids");
 	n = queen_array_arg(fcinfo, 0, "transaction_ids", TEXTOID, -1, &txns, &txn_nulls);
@@ -219,7 +309,7 @@ queen_batch_items(FunctionCallInfo fcinfo, int *nitems)
 	items = palloc0(sizeof(QueenAckItem) * Max(n, 1));
 	for (i = 0; i < n; i++)
 	{
-		const char *status = queen_elem_text(statuses, status_nulls, i);
+		QueenAckStatus status = queen_status_arg(queen_elem_text(statuses, status_nulls, i));
 
 		if (txn_nulls[i] || pid_nulls[i])
 			ereport(ERROR,
@@ -227,9 +317,9 @@ queen_batch_items(FunctionCallInfo fcinfo, int *nitems)
 					 errmsg("%s[%d] must not be NULL",
 							txn_nulls[i] ? "transaction_ids" : "partition_ids", i + 1)));
 		queen_item_txn(&items[i], TextDatumGetCString(txns[i]));
-		items[i].partition_id = *DatumGetUUIDP(pids[i]);
+		items[i].partition_id = queen_uuid_value(pid_type, pids[i]);
 		items[i].lease_id = queen_elem_text(leases, lease_nulls, i);
-		items[i].status = queen_ack_status(status, status ? strlen(status) : 0);
+		items[i].status = status;
 		items[i].error = queen_elem_text(errors, error_nulls, i);
 	}
 	*nitems = n;
@@ -238,7 +328,7 @@ queen_batch_items(FunctionCallInfo fcinfo, int *nitems)
 
 /*
  * queen.ack(transaction_ids[], partition_ids[], lease_ids[], statuses[],
- *			 consumer_group, errors[])
+ *			 consumer_group, errors[], strict)
  *	  -> (index, transaction_id, success, error, lease_released, dlq, noop)
  */
 Datum
@@ -255,6 +345,9 @@ queen_ack_batch_sql(PG_FUNCTION_ARGS)
 	items = queen_batch_items(fcinfo, &n);
 
 	queen_ack(group, items, n);
+	if (queen_strict_arg(fcinfo, 6))
+		for (i = 0; i < n; i++)
+			queen_strict_check(&items[i], i);
 
 	for (i = 0; i < n; i++)
 	{
@@ -274,7 +367,10 @@ queen_ack_batch_sql(PG_FUNCTION_ARGS)
  * ----------------------------------------------------------------
  */
 
-/* queen.renew(lease_id, seconds) -> (renewed, expires_at) */
+/*
+ * queen.renew(lease_id, seconds, strict) -> (renewed, expires_at); strict,
+ * a lease that renewed nothing raises 55000.
+ */
 Datum
 queen_renew_sql(PG_FUNCTION_ARGS)
 {
@@ -287,6 +383,11 @@ queen_renew_sql(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	queen_require(fcinfo, 0, "lease_id");
 	queen_require(fcinfo, 1, "seconds");
+	if (PG_GETARG_INT32(1) < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seconds must be at least 1"),
+				 errdetail("A renewal starts the lease again for this many seconds from now.")));
 	if (PG_GETARG_INT32(1) > queen_max_lease_seconds)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -295,6 +396,13 @@ queen_renew_sql(PG_FUNCTION_ARGS)
 
 	renewed = queen_renew_lease(text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_INT32(1),
 								&earliest);
+	if (renewed == 0 && queen_strict_arg(fcinfo, 2))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lease \"%s\" was not renewed: it holds no partition now",
+						text_to_cstring(PG_GETARG_TEXT_PP(0))),
+				 errdetail("It expired, or an ack, nack or retry released it."),
+				 errhint("The call is strict (its strict argument, or queen.strict_acks), so the transaction cannot commit past it.")));
 
 	values[0] = Int32GetDatum(renewed);
 	values[1] = TimestampTzGetDatum(earliest);

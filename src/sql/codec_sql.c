@@ -21,6 +21,10 @@
 #include "utils/builtins.h"
 #include "mb/pg_wchar.h"
 #include "utils/lsyscache.h"
+#include "common/int.h"
+#include "datatype/timestamp.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
 
 PG_FUNCTION_INFO_V1(queen_uuid_v7_sql);
 PG_FUNCTION_INFO_V1(queen_txn_hash_sql);
@@ -28,6 +32,12 @@ PG_FUNCTION_INFO_V1(queen_hash_blob_sql);
 PG_FUNCTION_INFO_V1(queen_pack_frames_sql);
 PG_FUNCTION_INFO_V1(queen_unpack_frames_sql);
 PG_FUNCTION_INFO_V1(queen_decompress_segment_sql);
+PG_FUNCTION_INFO_V1(queen_uuid_v7_time_sql);
+PG_FUNCTION_INFO_V1(queen_uuid_v7_at_sql);
+
+/* Microseconds between the Unix epoch and PostgreSQL's (2000-01-01). */
+#define QUEEN_UNIX_TO_PG_USECS \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
 
 static int
 queen_text_array(ArrayType *arr, const char *what, Datum **elems, bool **nulls)
@@ -64,6 +74,60 @@ queen_uuid_v7_sql(PG_FUNCTION_ARGS)
 	pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
 
 	queen_uuid_v7(id);
+	PG_RETURN_UUID_P(id);
+}
+
+/*
+ * queen.uuid_v7_time(uuid) -> timestamptz: the millisecond a UUIDv7 (a
+ * message id) was minted at.  Any other version raises 22023: its first
+ * bits are not a time.
+ */
+Datum
+queen_uuid_v7_time_sql(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *id = PG_GETARG_UUID_P(0);
+	uint64		ms = 0;
+	int			i;
+
+	if ((id->data[6] >> 4) != 7)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is not a UUIDv7: its version is %d",
+						DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(id))),
+						id->data[6] >> 4)));
+	for (i = 0; i < 6; i++)
+		ms = (ms << 8) | id->data[i];
+	PG_RETURN_TIMESTAMPTZ((int64) ms * 1000 - QUEEN_UNIX_TO_PG_USECS);
+}
+
+/*
+ * queen.uuid_v7_at(timestamptz) -> uuid: the smallest UUIDv7 of that
+ * millisecond, so message_id >= queen.uuid_v7_at(t) selects what was minted
+ * at or after t (and < selects before).
+ */
+Datum
+queen_uuid_v7_at_sql(PG_FUNCTION_ARGS)
+{
+	TimestampTz t = PG_GETARG_TIMESTAMPTZ(0);
+	pg_uuid_t  *id = palloc0(sizeof(pg_uuid_t));
+	int64		unix_us;
+	uint64		ms;
+	int			i;
+
+	if (TIMESTAMP_NOT_FINITE(t) ||
+		pg_add_s64_overflow(t, QUEEN_UNIX_TO_PG_USECS, &unix_us) ||
+		unix_us < 0 || (uint64) unix_us / 1000 >= (UINT64CONST(1) << 48))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a UUIDv7 holds times from 1970-01-01 to the year 10889 only")));
+	ms = (uint64) unix_us / 1000;
+	for (i = 5; i >= 0; i--)
+	{
+		id->data[i] = (uint8) (ms & 0xff);
+		ms >>= 8;
+	}
+	id->data[6] = 0x70;
+	id->data[8] = 0x80;
 	PG_RETURN_UUID_P(id);
 }
 

@@ -2,7 +2,8 @@
  *
  * configure_sql.c
  *	  queen.configure_queue_v1 and queen.delete_queue_v1: queue
- *	  configuration and deletion (configure.c) as SQL functions.
+ *	  configuration and deletion (configure.c) as SQL functions; and
+ *	  queen.current_tenant, the tenant they and every SQL reader act for.
  *
  * They answer what the HTTP routes answer, as jsonb, in the caller's
  * transaction; what the routes answer 400 raises here, with an SQLSTATE.
@@ -17,6 +18,7 @@
 
 PG_FUNCTION_INFO_V1(queen_configure_queue_v1);
 PG_FUNCTION_INFO_V1(queen_delete_queue_v1);
+PG_FUNCTION_INFO_V1(queen_current_tenant_sql);
 
 static const pg_uuid_t *
 queen_cfg_tenant_arg(FunctionCallInfo fcinfo, int argno)
@@ -80,4 +82,18 @@ queen_delete_queue_v1(PG_FUNCTION_ARGS)
 	initStringInfo(&out);
 	(void) queen_delete_queue(tenant, queue, &out);
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(out.data)));
+}
+
+/*
+ * queen.current_tenant() -> uuid: the tenant the session's SQL door acts
+ * for (queen.tenant), for the SQL-language readers of queen--1.0.sql.
+ */
+Datum
+queen_current_tenant_sql(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *tenant = palloc(sizeof(pg_uuid_t));
+
+	(void) fcinfo;
+	queen_session_tenant(tenant);
+	PG_RETURN_UUID_P(tenant);
 }

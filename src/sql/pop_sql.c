@@ -15,6 +15,13 @@
 #include "queen.h"
 #include "consume.h"
 #include "payload.h"
+#include "spi.h"
+#include "wait.h"
+
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "datatype/timestamp.h"
+#include "utils/timestamp.h"
 
 #include "fmgr.h"
 #include "funcapi.h"
@@ -24,8 +31,12 @@
 
 PG_FUNCTION_INFO_V1(queen_pop_sql);
 PG_FUNCTION_INFO_V1(queen_pop_discover_sql);
+PG_FUNCTION_INFO_V1(queen_channel_sql);
+PG_FUNCTION_INFO_V1(queen_listen_sql);
 
-#define QUEEN_POP_COLUMNS	12
+#define QUEEN_POP_COLUMNS	13
+
+#define QUEEN_POP_MAX_WAIT_USECS	(3600 * USECS_PER_SEC)
 
 /* Arguments 2 to 8 are the same for both functions. */
 enum
@@ -36,7 +47,8 @@ enum
 	POP_ARG_AUTO_ACK,
 	POP_ARG_MAX_PARTITIONS,
 	POP_ARG_SUB_MODE,
-	POP_ARG_SUB_FROM
+	POP_ARG_SUB_FROM,
+	POP_ARG_WAIT
 };
 
 static char *
@@ -128,7 +140,68 @@ queen_pop_row(ReturnSetInfo *rsinfo, const QueenPopResult *res,
 	values[10] = Int32GetDatum(part->delivery_attempt);
 	values[11] = TimestampTzGetDatum(part->lease_expires_at);
 	nulls[11] = part->lease_expires_at == 0;
+	values[12] = Int64GetDatum(m->offset);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/* The wait argument in microseconds; 0 when absent (no wait). */
+static int64
+queen_pop_wait_arg(FunctionCallInfo fcinfo)
+{
+	Interval   *span;
+	int64		usecs;
+
+	if (PG_ARGISNULL(POP_ARG_WAIT))
+		return 0;
+	span = PG_GETARG_INTERVAL_P(POP_ARG_WAIT);
+	usecs = span->time + (int64) span->day * USECS_PER_DAY +
+		(int64) span->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (usecs < 0 || usecs > QUEEN_POP_MAX_WAIT_USECS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wait must be from 0 to 1 hour"),
+				 errdetail("A waiting pop holds its statement's snapshot; a consumer that waits longer calls again.")));
+	return usecs;
+}
+
+/*
+ * A pop of one named partition that delivered nothing, in queue mode: if
+ * the queue has no such partition but a consumer group of that name, the
+ * caller almost surely passed the group where the partition goes (the
+ * second argument).  Returning nothing there would hide it for ever.
+ */
+static void
+queen_pop_check_partition(const QueenPopRequest *req)
+{
+	Datum		values[3];
+	Oid			types[3] = {UUIDOID, TEXTOID, TEXTOID};
+	bool		group_named;
+
+	if (req->partition == NULL || strcmp(req->group, QUEEN_QUEUE_MODE) != 0)
+		return;
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(&req->tenant);
+	values[1] = CStringGetTextDatum(req->queue);
+	values[2] = CStringGetTextDatum(req->partition);
+	if (SPI_execute_with_args(
+							  "SELECT NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.queue_id = q.id AND p.name = $3)"
+							  "   AND (EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m"
+							  "                 WHERE m.queue_id = q.id AND m.consumer_group = $3)"
+							  "        OR EXISTS (SELECT 1 FROM queen.log_consumers c JOIN queen.log_partitions p"
+							  "                     ON p.id = c.partition_id WHERE p.queue_id = q.id AND c.consumer_group = $3))"
+							  "  FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $2",
+							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "queen: partition check failed");
+	group_named = SPI_processed == 1 &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &(bool){false}));
+	SPI_finish();
+	if (group_named)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queue \"%s\" has no partition \"%s\", but a consumer group of that name consumes it",
+						req->queue, req->partition),
+				 errhint("The second argument of queen.pop is the partition; for the group write queen.pop('%s', consumer_group => '%s').",
+						 req->queue, req->partition)));
 }
 
 /* Run the pop and return its messages: partitions in claim order. */
@@ -139,10 +212,16 @@ queen_pop_rows(FunctionCallInfo fcinfo, QueenPopRequest *req)
 	QueenPopResult res;
 	MemoryContext row_cxt;
 	MemoryContext old;
+	int64		wait_usecs = queen_pop_wait_arg(fcinfo);
 	int			i;
 	int			j;
 
-	queen_pop(req, &res);
+	if (wait_usecs > 0)
+		queen_pop_wait(req, &res, wait_usecs);
+	else
+		queen_pop(req, &res);
+	if (res.nmessages == 0 && req->queue != NULL)
+		queen_pop_check_partition(req);
 
 	/* a row's jsonb and text live until it is in the tuplestore */
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "queen.pop row",
@@ -163,7 +242,7 @@ queen_pop_rows(FunctionCallInfo fcinfo, QueenPopRequest *req)
 
 /*
  * queen.pop(queue, partition, consumer_group, batch, lease_seconds, auto_ack,
- *			 max_partitions, subscription_mode, subscription_from)
+ *			 max_partitions, subscription_mode, subscription_from, wait)
  */
 Datum
 queen_pop_sql(PG_FUNCTION_ARGS)
@@ -191,7 +270,7 @@ queen_pop_sql(PG_FUNCTION_ARGS)
 /*
  * queen.pop_discover(namespace, task, consumer_group, batch, lease_seconds,
  *					  auto_ack, max_partitions, subscription_mode,
- *					  subscription_from)
+ *					  subscription_from, wait)
  */
 Datum
 queen_pop_discover_sql(PG_FUNCTION_ARGS)
@@ -211,4 +290,37 @@ queen_pop_discover_sql(PG_FUNCTION_ARGS)
 	req.namespace_name = namespace_name;
 	req.task = task;
 	return queen_pop_rows(fcinfo, &req);
+}
+
+/*
+ * queen.channel(queue) -> text: the NOTIFY channel a commit that made the
+ * queue pending notifies when queen.notify is on (wait.c).
+ */
+Datum
+queen_channel_sql(PG_FUNCTION_ARGS)
+{
+	char	   *queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	pg_uuid_t	tenant;
+
+	queen_check_queue_name(queue, strlen(queue));
+	queen_session_tenant(&tenant);
+	PG_RETURN_TEXT_P(cstring_to_text(queen_wait_channel(&tenant, queue, strlen(queue))));
+}
+
+/*
+ * queen.listen(queue) -> text: LISTEN on the queue's channel (from the
+ * caller's COMMIT on, as LISTEN itself), returning the channel's name.
+ */
+Datum
+queen_listen_sql(PG_FUNCTION_ARGS)
+{
+	char	   *queue = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	pg_uuid_t	tenant;
+	char	   *channel;
+
+	queen_check_queue_name(queue, strlen(queue));
+	queen_session_tenant(&tenant);
+	channel = queen_wait_channel(&tenant, queue, strlen(queue));
+	Async_Listen(channel);
+	PG_RETURN_TEXT_P(cstring_to_text(channel));
 }

@@ -17,6 +17,7 @@
  *-------------------------------------------------------------------------
  */
 #include "bundle.h"
+#include "wait.h"
 
 #include "fmgr.h"
 #include "funcapi.h"
@@ -193,6 +194,9 @@ queen_push_items_core(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 		queen_push_sql_group(&groups[i], items, group_items[i], nmembers[i], tenant);
 
 	queen_bundle_push(groups, ngroups);
+	/* waiting pops (and, with queen.notify, listeners) learn of it at COMMIT */
+	for (i = 0; i < ngroups; i++)
+		queen_wait_mark(tenant, groups[i].queue, strlen(groups[i].queue));
 
 	for (i = 0; i < ngroups; i++)
 	{

@@ -1,0 +1,443 @@
+/*-------------------------------------------------------------------------
+ *
+ * wait.c
+ *	  queen.pop's wait: a SQL consumer that sleeps until a commit makes its
+ *	  queue pending, instead of polling; and the commit side that wakes it
+ *	  (and, with queen.notify, NOTIFYs applications that LISTEN).
+ *
+ * A waiting pop registers the slot of its queue (a hash, shared with the
+ * broker's long-polls) in a per-process cell of shared memory, tries the
+ * claim, and sleeps on its latch.  A committer that made queues pending
+ * (a SQL push or an ack that released a lease, marked here; the broker's
+ * bundles, drains and acks, which call queen_wait_wake after their own
+ * COMMIT) sets the latches of the processes watching those slots, after
+ * the commit is visible, so the claim that follows sees what woke it.
+ * Registering before the claim closes the gap between a claim that found
+ * nothing and the sleep: a commit in between has already set the latch.
+ * Leases that run out and deferred segments wake nobody; the claim reports
+ * when they will (retry_at) and the pop sleeps no longer than that.
+ *
+ * Shared memory needs the library preloaded.  Without it a waiting pop
+ * sleeps on a backoff (10 ms doubling to 250 ms) and tries again; its latch
+ * is also set by any NOTIFY the session LISTENs to, so queen.listen and
+ * queen.notify make it prompt there too.
+ *
+ * What a wait holds: never a row lock or a transaction id, because each
+ * try runs in a subtransaction that is rolled back when it delivered and
+ * wrote nothing (taking its relation and advisory locks with it).  A try
+ * that wrote (a group's first contact, its cursors, a scan floor) is kept
+ * and the pop returns at once: waiting would hold that write's locks.  It
+ * holds its statement's snapshot, as any running statement does.  A
+ * transaction that has already written, or whose snapshot is fixed
+ * (REPEATABLE READ, SERIALIZABLE: it could never see what woke it), may
+ * not wait.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "queen.h"
+#include "wait.h"
+
+#include "access/twophase.h"
+#include "access/xact.h"
+#include "commands/async.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/wait_event.h"
+
+/* A cell's value: 0 not waiting, slot + 1, or any commit at all. */
+#define QUEEN_WAIT_ANY			PG_UINT32_MAX
+
+/* Backoff without shared memory. */
+#define QUEEN_WAIT_POLL_MIN_MS	10
+#define QUEEN_WAIT_POLL_MAX_MS	250
+
+typedef struct QueenWaitShared
+{
+	pg_atomic_uint32 nwaiting;
+	int			ncells;
+	pg_atomic_uint32 cells[FLEXIBLE_ARRAY_MEMBER];	/* by pgprocno */
+} QueenWaitShared;
+
+queen_wait_commit_hook_type queen_wait_commit_hook = NULL;
+
+static QueenWaitShared *queen_wait_shared = NULL;
+static shmem_request_hook_type queen_wait_prev_request = NULL;
+static shmem_startup_hook_type queen_wait_prev_startup = NULL;
+static bool queen_wait_exit_armed = false;
+
+/* What the current transaction marked: its slots, and names for NOTIFY. */
+static int	queen_marked[QUEEN_WAKE_SLOTS];
+static int	queen_nmarked = 0;
+static uint64 queen_marked_bits[QUEEN_WAKE_SLOTS / 64];
+static List *queen_marked_channels = NIL;	/* in TopTransactionContext */
+
+/* FNV-1a-64 over the tenant and the queue, as the broker's shard choice. */
+uint64
+queen_queue_hash(const pg_uuid_t *tenant, const char *queue, Size qlen)
+{
+	uint64		h = UINT64CONST(0xcbf29ce484222325);
+	Size		i;
+
+	for (i = 0; i < UUID_LEN; i++)
+		h = (h ^ tenant->data[i]) * UINT64CONST(0x100000001b3);
+	for (i = 0; i < qlen; i++)
+		h = (h ^ (unsigned char) queue[i]) * UINT64CONST(0x100000001b3);
+	return h;
+}
+
+int
+queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen)
+{
+	return (int) (queen_queue_hash(tenant, queue, qlen) % QUEEN_WAKE_SLOTS);
+}
+
+/* ----------------------------------------------------------------
+ *		Shared memory (preloaded only)
+ * ----------------------------------------------------------------
+ */
+
+static int
+queen_wait_ncells(void)
+{
+	/* every PGPROC a backend may have: proc.c's TotalProcs */
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
+static Size
+queen_wait_shmem_size(void)
+{
+	return add_size(offsetof(QueenWaitShared, cells),
+					mul_size(sizeof(pg_atomic_uint32), queen_wait_ncells()));
+}
+
+static void
+queen_wait_shmem_request(void)
+{
+	if (queen_wait_prev_request)
+		queen_wait_prev_request();
+	RequestAddinShmemSpace(queen_wait_shmem_size());
+}
+
+static void
+queen_wait_shmem_startup(void)
+{
+	bool		found;
+
+	if (queen_wait_prev_startup)
+		queen_wait_prev_startup();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	queen_wait_shared = ShmemInitStruct("queen sql waiters", queen_wait_shmem_size(), &found);
+	if (!found)
+	{
+		int			i;
+
+		queen_wait_shared->ncells = queen_wait_ncells();
+		pg_atomic_init_u32(&queen_wait_shared->nwaiting, 0);
+		for (i = 0; i < queen_wait_shared->ncells; i++)
+			pg_atomic_init_u32(&queen_wait_shared->cells[i], 0);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+queen_wait_preload(void)
+{
+	queen_wait_prev_request = shmem_request_hook;
+	shmem_request_hook = queen_wait_shmem_request;
+	queen_wait_prev_startup = shmem_startup_hook;
+	shmem_startup_hook = queen_wait_shmem_startup;
+}
+
+/* Stop watching; safe to call when not watching. */
+static void
+queen_wait_unregister(void)
+{
+	pg_atomic_uint32 *cell;
+
+	if (queen_wait_shared == NULL || MyProc == NULL)
+		return;
+	cell = &queen_wait_shared->cells[MyProc->pgprocno];
+	if (pg_atomic_exchange_u32(cell, 0) != 0)
+		pg_atomic_fetch_sub_u32(&queen_wait_shared->nwaiting, 1);
+}
+
+static void
+queen_wait_on_exit(int code, Datum arg)
+{
+	(void) code;
+	(void) arg;
+	queen_wait_unregister();
+}
+
+/* Watch a slot (or QUEEN_WAIT_ANY); visible before the claim that follows. */
+static void
+queen_wait_register(uint32 value)
+{
+	if (queen_wait_shared == NULL)
+		return;
+	if (!queen_wait_exit_armed)
+	{
+		before_shmem_exit(queen_wait_on_exit, (Datum) 0);
+		queen_wait_exit_armed = true;
+	}
+	if (pg_atomic_exchange_u32(&queen_wait_shared->cells[MyProc->pgprocno], value) == 0)
+		pg_atomic_fetch_add_u32(&queen_wait_shared->nwaiting, 1);
+	pg_memory_barrier();
+}
+
+void
+queen_wait_wake(const int *slots, int nslots)
+{
+	uint64		bits[QUEEN_WAKE_SLOTS / 64];
+	int			i;
+
+	if (queen_wait_shared == NULL || nslots == 0)
+		return;
+	pg_memory_barrier();
+	if (pg_atomic_read_u32(&queen_wait_shared->nwaiting) == 0)
+		return;
+	memset(bits, 0, sizeof(bits));
+	for (i = 0; i < nslots; i++)
+		bits[slots[i] / 64] |= UINT64CONST(1) << (slots[i] % 64);
+	for (i = 0; i < queen_wait_shared->ncells; i++)
+	{
+		uint32		v = pg_atomic_read_u32(&queen_wait_shared->cells[i]);
+
+		if (v == 0)
+			continue;
+		if (v == QUEEN_WAIT_ANY ||
+			(bits[(v - 1) / 64] & (UINT64CONST(1) << ((v - 1) % 64))) != 0)
+			SetLatch(&ProcGlobal->allProcs[i].procLatch);
+	}
+}
+
+/* ----------------------------------------------------------------
+ *		The committer's side
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * The channel: queen_ and the queue's name with . and - as _ (what
+ * pg_qpubsub's channel_name gives) for the default tenant when it fits;
+ * otherwise queen_ and 16 hex digits of the (tenant, queue) hash.
+ */
+char *
+queen_wait_channel(const pg_uuid_t *tenant, const char *queue, Size qlen)
+{
+	static const uint8 default_tenant[UUID_LEN] = {0, 0, 0, 0, 0, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 1};
+	char	   *out;
+	Size		i;
+
+	if (memcmp(tenant->data, default_tenant, UUID_LEN) == 0 &&
+		qlen + 6 < NAMEDATALEN)
+	{
+		out = palloc(qlen + 7);
+		memcpy(out, "queen_", 6);
+		for (i = 0; i < qlen; i++)
+			out[6 + i] = (queue[i] == '.' || queue[i] == '-') ? '_' : queue[i];
+		out[6 + qlen] = '\0';
+		return out;
+	}
+	return psprintf("queen_%016" INT64_MODIFIER "x",
+					queen_queue_hash(tenant, queue, qlen));
+}
+
+void
+queen_wait_mark(const pg_uuid_t *tenant, const char *queue, Size qlen)
+{
+	int			slot = queen_wake_slot(tenant, queue, qlen);
+	bool		first = (queen_marked_bits[slot / 64] & (UINT64CONST(1) << (slot % 64))) == 0;
+
+	if (first)
+	{
+		queen_marked_bits[slot / 64] |= UINT64CONST(1) << (slot % 64);
+		queen_marked[queen_nmarked++] = slot;
+	}
+	/* a collision may hide a second queue's name: NOTIFY keys by name */
+	if (queen_notify && (first || list_length(queen_marked_channels) < 64))
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
+		char	   *channel = queen_wait_channel(tenant, queue, qlen);
+		ListCell   *lc;
+
+		foreach(lc, queen_marked_channels)
+		{
+			if (strcmp((char *) lfirst(lc), channel) == 0)
+				break;
+		}
+		if (lc == NULL)
+			queen_marked_channels = lappend(queen_marked_channels, channel);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+static void
+queen_wait_forget(void)
+{
+	int			i;
+
+	for (i = 0; i < queen_nmarked; i++)
+		queen_marked_bits[queen_marked[i] / 64] = 0;
+	queen_nmarked = 0;
+	queen_marked_channels = NIL;
+}
+
+static void
+queen_wait_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	(void) arg;
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			/* NOTIFY is queued here and sent by this very commit */
+			foreach(lc, queen_marked_channels)
+				Async_Notify((char *) lfirst(lc), "");
+			break;
+		case XACT_EVENT_COMMIT:
+			if (queen_nmarked > 0)
+			{
+				if (queen_wait_commit_hook != NULL)
+					queen_wait_commit_hook(queen_marked, queen_nmarked);
+				queen_wait_wake(queen_marked, queen_nmarked);
+			}
+			queen_wait_forget();
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_PARALLEL_ABORT:
+			queen_wait_forget();
+			break;
+		default:
+			break;
+	}
+}
+
+void
+queen_wait_init(void)
+{
+	RegisterXactCallback(queen_wait_xact_callback, NULL);
+}
+
+/* ----------------------------------------------------------------
+ *		The waiting pop
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * One try of the claim in a subtransaction: kept if it delivered or wrote,
+ * rolled back (with every lock it took) otherwise.  Returns whether it
+ * wrote without delivering.
+ */
+static bool
+queen_pop_try(QueenPopRequest *req, QueenPopResult *res)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	bool		wrote;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		queen_pop(req, res);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/* leave the subtransaction before the error, as PL handlers expect */
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	wrote = GetCurrentTransactionIdIfAny() != InvalidTransactionId;
+
+	if (res->nmessages > 0 || wrote)
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return wrote && res->nmessages == 0;
+}
+
+static void
+queen_pop_wait_check(void)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("queen.pop cannot wait in a %s transaction",
+						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+				 errdetail("Its snapshot is fixed, so it would never see the messages committed while it waits."),
+				 errhint("Pop with wait in a READ COMMITTED transaction, or without wait.")));
+	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("queen.pop cannot wait in a transaction that has already written"),
+				 errdetail("The row locks of its writes would be held for the whole wait, stalling every session that needs those rows."),
+				 errhint("Pop with wait first in the transaction, or commit before it.")));
+}
+
+void
+queen_pop_wait(QueenPopRequest *req, QueenPopResult *res, int64 wait_usecs)
+{
+	TimestampTz deadline;
+	uint32		watch;
+	volatile int poll_ms = QUEEN_WAIT_POLL_MIN_MS;
+
+	queen_pop_wait_check();
+	deadline = GetCurrentTimestamp() + wait_usecs;
+	watch = req->queue != NULL ?
+		(uint32) queen_wake_slot(&req->tenant, req->queue, strlen(req->queue)) + 1 :
+		QUEEN_WAIT_ANY;
+
+	queen_wait_register(watch);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			TimestampTz now;
+			TimestampTz next;
+			long		timeout_ms;
+
+			ResetLatch(MyLatch);
+			if (queen_pop_try(req, res) || res->nmessages > 0)
+				break;
+			now = GetCurrentTimestamp();
+			if (now >= deadline)
+				break;
+			next = deadline;
+			if (res->retry_at > now && res->retry_at < next)
+				next = res->retry_at;
+			timeout_ms = (long) ((next - now + 999) / 1000);
+			if (queen_wait_shared == NULL)
+			{
+				timeout_ms = Min(timeout_ms, poll_ms);
+				poll_ms = Min(poll_ms * 2, QUEEN_WAIT_POLL_MAX_MS);
+			}
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Max(timeout_ms, 1), PG_WAIT_EXTENSION);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_FINALLY();
+	{
+		queen_wait_unregister();
+	}
+	PG_END_TRY();
+}
