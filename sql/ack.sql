@@ -108,7 +108,7 @@ SELECT * FROM pg_temp.row('ack.a', 'p1');
 SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 15, 19, 'L6');
 SELECT index, success, error, lease_released, dlq
   FROM queen.ack(ARRAY['t18', 't16', 't16'], array_fill(:p1, ARRAY[3]),
-                 array_fill('L6'::text, ARRAY[3]), ARRAY['failed', 'retry', 'nack']);
+                 array_fill('L6'::text, ARRAY[3]), ARRAY['failed', 'retry', 'failed']);
 SELECT * FROM pg_temp.row('ack.a', 'p1');
 -- The last retry of the budget (retry_limit 2), then out of retries: the
 -- head goes to the DLQ with the nack's error and a payload snapshot, and
@@ -117,10 +117,15 @@ SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 15, 19, 'L7');
 SELECT * FROM queen.nack('t16', :p1, 'L7', 'poison!');
 SELECT * FROM pg_temp.row('ack.a', 'p1');
 SELECT count(*) AS dead_letters FROM queen.log_dlq WHERE partition_id = :p1;
--- every status but completed/success/acked/ok/retry/dlq is a failure (a
--- fresh budget after the filing: this one spends one retry)
+-- a status that is not one of 5.1's words is refused, so a typo spends no
+-- retry (the HTTP door keeps the reference's "anything else fails"); failed
+-- spends one (a fresh budget after the filing)
 SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 16, 19, 'L8');
 SELECT * FROM queen.ack('t17', :p1, 'L8', 'FAILED');
+SELECT * FROM queen.ack('t17', :p1, 'L8', 'COMPLETED');
+SELECT * FROM queen.ack(ARRAY['t17'], ARRAY[:p1], ARRAY['L8'], ARRAY['nack']);
+SELECT * FROM pg_temp.row('ack.a', 'p1');
+SELECT * FROM queen.ack('t17', :p1, 'L8', 'failed');
 SELECT * FROM pg_temp.row('ack.a', 'p1');
 SELECT d."offset", d.transaction_id, d.error, d.payload, d.retry_count, d.consumer_group,
        d.message_id = r.message_id AS same_message, d.created_at = r.created_at AS same_created
@@ -242,8 +247,8 @@ SELECT renewed, expires_at >= clock_timestamp() + interval '50 seconds' AS about
 SELECT b.name, c.lease_expires_at > b.lease_expires_at AS extended,
        c.lease_expires_at = b.lease_expires_at AS unchanged
   FROM before_renew b JOIN queen.log_consumers c ON c.partition_id = b.partition_id ORDER BY b.name;
--- a shorter renewal shortens nothing; 0 seconds counts as 1
-SELECT renewed FROM queen.renew('R1', 0);
+-- a shorter renewal shortens nothing (0 seconds or fewer is refused, 22023)
+SELECT renewed FROM queen.renew('R1', 1);
 SELECT b.name, c.lease_expires_at > b.lease_expires_at AS extended
   FROM before_renew b JOIN queen.log_consumers c ON c.partition_id = b.partition_id WHERE b.name = 'b';
 SELECT * FROM queen.renew('no-such-lease');

@@ -382,8 +382,9 @@ SELECT count(*) AS nothing_left FROM queen.pop('pop.cand', batch => 10, max_part
 SELECT count(*) FROM queen.push('[{"queue": "pop.lag", "partition": "a", "payload": 1},
                                   {"queue": "pop.lag", "partition": "a", "payload": 2},
                                   {"queue": "pop.lag", "partition": "b", "payload": 3}]');
--- nobody has consumed: no group is listed
-SELECT count(*) AS groups FROM queen.consumer_lag WHERE queue = 'pop.lag';
+-- nobody has consumed: queue mode is listed with everything
+SELECT consumer_group, partitions_pending, messages_pending
+  FROM queen.consumer_lag WHERE queue = 'pop.lag';
 -- queue mode takes one message of a; g-lag takes both of a, leased
 SELECT count(*) FROM queen.pop('pop.lag', 'a', auto_ack => true);
 SELECT count(*) FROM queen.pop('pop.lag', 'a', 'g-lag', batch => 10);
