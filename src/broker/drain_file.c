@@ -297,7 +297,10 @@ queen_drain_tx_body(void *arg)
 			}
 			/* parked pops on the queue may try again once this commits */
 			if (tx->queued > before)
+			{
 				queen_wake_mark(&tx->bgs[i].tenant, tx->bgs[i].queue, strlen(tx->bgs[i].queue));
+				queen_wait_notify(&tx->bgs[i].tenant, tx->bgs[i].queue, strlen(tx->bgs[i].queue));
+			}
 		}
 	}
 	if (tx->finish)

@@ -267,8 +267,11 @@ static void
 queen_shard_bundle_body(void *arg)
 {
 	QueenBundleTx *tx = (QueenBundleTx *) arg;
+	int			i;
 
 	queen_bundle_push(tx->bgs, tx->n);
+	for (i = 0; i < tx->n; i++)
+		queen_wait_notify(&tx->bgs[i].tenant, tx->bgs[i].queue, strlen(tx->bgs[i].queue));
 }
 
 /*

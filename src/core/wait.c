@@ -248,33 +248,51 @@ queen_wait_channel(const pg_uuid_t *tenant, const char *queue, Size qlen)
 					queen_queue_hash(tenant, queue, qlen));
 }
 
+/* NOTIFY the queue's channel at this transaction's commit (queen.notify). */
+static void
+queen_wait_note_channel(const pg_uuid_t *tenant, const char *queue, Size qlen)
+{
+	MemoryContext old;
+	char	   *channel;
+	ListCell   *lc;
+
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	channel = queen_wait_channel(tenant, queue, qlen);
+	foreach(lc, queen_marked_channels)
+	{
+		if (strcmp((char *) lfirst(lc), channel) == 0)
+			break;
+	}
+	if (lc == NULL)
+		queen_marked_channels = lappend(queen_marked_channels, channel);
+	else
+		pfree(channel);
+	MemoryContextSwitchTo(old);
+}
+
 void
 queen_wait_mark(const pg_uuid_t *tenant, const char *queue, Size qlen)
 {
 	int			slot = queen_wake_slot(tenant, queue, qlen);
-	bool		first = (queen_marked_bits[slot / 64] & (UINT64CONST(1) << (slot % 64))) == 0;
 
-	if (first)
+	if ((queen_marked_bits[slot / 64] & (UINT64CONST(1) << (slot % 64))) == 0)
 	{
 		queen_marked_bits[slot / 64] |= UINT64CONST(1) << (slot % 64);
 		queen_marked[queen_nmarked++] = slot;
 	}
-	/* a collision may hide a second queue's name: NOTIFY keys by name */
-	if (queen_notify && (first || list_length(queen_marked_channels) < 64))
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopTransactionContext);
-		char	   *channel = queen_wait_channel(tenant, queue, qlen);
-		ListCell   *lc;
+	if (queen_notify)
+		queen_wait_note_channel(tenant, queue, qlen);
+}
 
-		foreach(lc, queen_marked_channels)
-		{
-			if (strcmp((char *) lfirst(lc), channel) == 0)
-				break;
-		}
-		if (lc == NULL)
-			queen_marked_channels = lappend(queen_marked_channels, channel);
-		MemoryContextSwitchTo(old);
-	}
+/*
+ * The broker's bundles and drains publish their wakes themselves (wake.c);
+ * they only need the NOTIFY.
+ */
+void
+queen_wait_notify(const pg_uuid_t *tenant, const char *queue, Size qlen)
+{
+	if (queen_notify)
+		queen_wait_note_channel(tenant, queue, qlen);
 }
 
 static void

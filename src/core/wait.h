@@ -38,6 +38,9 @@ extern void queen_wait_preload(void);
 /* The transaction about to commit made a queue pending (SQL door). */
 extern void queen_wait_mark(const pg_uuid_t *tenant, const char *queue, Size qlen);
 
+/* Only the NOTIFY of that (queen.notify), for a committer that wakes itself. */
+extern void queen_wait_notify(const pg_uuid_t *tenant, const char *queue, Size qlen);
+
 /* Wake the waiting SQL pops watching any of slots (a committer's side). */
 extern void queen_wait_wake(const int *slots, int nslots);
 
