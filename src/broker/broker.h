@@ -158,6 +158,7 @@ typedef struct QueenMetrics
 	pg_atomic_uint64 wakes_push;	/* queues woken by bundles that stored messages */
 	pg_atomic_uint64 wakes_ack;	/* by acks that released a lease */
 	pg_atomic_uint64 wakes_drain;	/* by drained spool items */
+	pg_atomic_uint64 wakes_sql;	/* by commits of the SQL door (wait.c) */
 	pg_atomic_uint64 resends_wake;	/* line heads sent again: what they watch moved */
 	pg_atomic_uint64 resends_due;	/* on the backoff, or at a 204's retry_at */
 	pg_atomic_uint64 resends_next;	/* after the head before them delivered */

@@ -153,13 +153,15 @@ queen_metrics_render_consume(StringInfo out, QueenMetrics *m)
 					 "Partition leases renewed by lease extensions.",
 					 pg_atomic_read_u64(&m->lease_extensions));
 	queen_metric(out, "queen_long_poll_wakes_total", "counter",
-				 "Queues whose parked pops were woken, by what made them pending: a push bundle that stored messages, an ack that released a lease, or the drain of the spool.");
+				 "Queues whose parked pops were woken, by what made them pending: a push bundle that stored messages, an ack that released a lease, the drain of the spool, or a commit of the SQL door (a push, or an ack that released a lease).");
 	queen_metric_sample(out, "queen_long_poll_wakes_total", "by=\"push\"",
 						pg_atomic_read_u64(&m->wakes_push));
 	queen_metric_sample(out, "queen_long_poll_wakes_total", "by=\"ack\"",
 						pg_atomic_read_u64(&m->wakes_ack));
 	queen_metric_sample(out, "queen_long_poll_wakes_total", "by=\"drain\"",
 						pg_atomic_read_u64(&m->wakes_drain));
+	queen_metric_sample(out, "queen_long_poll_wakes_total", "by=\"sql\"",
+						pg_atomic_read_u64(&m->wakes_sql));
 	queen_metric_u64(out, "queen_long_poll_lines", "gauge",
 					 "Lines the parked pops wait in: pops that would find the same share one.",
 					 lines);

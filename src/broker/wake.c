@@ -175,6 +175,7 @@ queen_wake_sql_commit(const int *slots, int nslots)
 
 	for (i = 0; i < nslots; i++)
 		pg_atomic_fetch_add_u32(&queen_broker->wake.gen[slots[i]], 1);
+	pg_atomic_fetch_add_u64(&queen_broker->metrics.wakes_sql, nslots);
 	queen_wake_listeners();
 }
 
