@@ -694,8 +694,8 @@ COMMENT ON FUNCTION queen._dlq_list(text, text, text, timestamptz, timestamptz, 
 -- group counts on a queue once it has a cursor or a subscription there; a
 -- queue with messages that nobody has consumed yet shows as queue mode.
 -- Partitions without a cursor of the group count from the start of what is
--- retained, or as nothing for a "new" subscription (a timestamp
--- subscription is overstated there until its first pop of that partition).
+-- retained, or for a "new" or timestamp subscription from the first segment
+-- created at or after its moment, as its first pop there will start.
 -- The broker samples it into queen_consumer_lag_messages
 -- (queen.consumer_lag_interval).
 CREATE VIEW queen.consumer_lag AS
@@ -724,7 +724,11 @@ SELECT q.tenant_id, q.name AS queue, g.consumer_group,
    AND m.partition_name = '' AND m.namespace IS NULL AND m.task IS NULL
  CROSS JOIN LATERAL (
 	SELECT GREATEST(p.last_offset - GREATEST(coalesce(c.committed,
-			   CASE WHEN m.subscription_mode = 'new' THEN p.last_offset ELSE -1 END),
+			   CASE WHEN m.subscription_mode IS NULL OR m.subscription_mode = 'all' THEN -1
+					ELSE coalesce((SELECT s.base_offset - 1 FROM queen.log_segments s
+									WHERE s.partition_id = p.id
+									  AND s.created_at >= m.subscription_timestamp
+									ORDER BY s.base_offset LIMIT 1), p.last_offset) END),
 			   p.log_start - 1), 0) AS pending
  ) x
  GROUP BY q.tenant_id, q.name, g.consumer_group;
@@ -740,22 +744,36 @@ RETURNS uuid
 AS 'MODULE_PATHNAME', 'queen_current_tenant_sql'
 LANGUAGE C STABLE PARALLEL SAFE;
 
--- Messages of queue a group has not acknowledged (queue mode by default),
--- counted as queen.consumer_lag counts them; a group that never popped
--- counts everything retained (0 for a "new" subscription it registered).
+-- Per partition of a queue, what a group has not acknowledged, counted as
+-- queen.consumer_lag counts it: past the group's cursor, or, where it has
+-- none yet, past where its first pop there will start.
+CREATE FUNCTION queen._pending(queue_id uuid, consumer_group text)
+RETURNS TABLE (partition_id uuid, pending bigint)
+LANGUAGE sql STABLE
+AS $$
+	SELECT p.id, GREATEST(p.last_offset - GREATEST(coalesce(c.committed,
+			   CASE WHEN m.subscription_mode IS NULL OR m.subscription_mode = 'all' THEN -1
+					ELSE coalesce((SELECT s.base_offset - 1 FROM queen.log_segments s
+									WHERE s.partition_id = p.id
+									  AND s.created_at >= m.subscription_timestamp
+									ORDER BY s.base_offset LIMIT 1), p.last_offset) END),
+			   p.log_start - 1), 0)
+	  FROM queen.log_partitions p
+	  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
+	  LEFT JOIN queen.consumer_groups_metadata m
+		ON m.queue_id = $1 AND m.consumer_group = $2
+	   AND m.partition_name = '' AND m.namespace IS NULL AND m.task IS NULL
+	 WHERE p.queue_id = $1
+$$;
+
+-- Messages of queue a group has not acknowledged (queue mode by default);
+-- a group that never popped counts everything retained.
 CREATE FUNCTION queen.depth(queue text, consumer_group text DEFAULT '__QUEUE_MODE__')
 RETURNS bigint
 LANGUAGE sql STABLE
 AS $$
-	SELECT coalesce(sum(GREATEST(p.last_offset - GREATEST(coalesce(c.committed,
-			   CASE WHEN m.subscription_mode = 'new' THEN p.last_offset ELSE -1 END),
-			   p.log_start - 1), 0)), 0)::bigint
-	  FROM queen.queues q
-	  JOIN queen.log_partitions p ON p.queue_id = q.id
-	  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
-	  LEFT JOIN queen.consumer_groups_metadata m
-		ON m.queue_id = q.id AND m.consumer_group = $2
-	   AND m.partition_name = '' AND m.namespace IS NULL AND m.task IS NULL
+	SELECT coalesce(sum(x.pending), 0)::bigint
+	  FROM queen.queues q CROSS JOIN LATERAL queen._pending(q.id, $2) x
 	 WHERE q.tenant_id = queen.current_tenant() AND q.name = $1
 $$;
 
@@ -764,18 +782,8 @@ CREATE FUNCTION queen.has_messages(queue text, consumer_group text DEFAULT '__QU
 RETURNS boolean
 LANGUAGE sql STABLE
 AS $$
-	SELECT EXISTS (
-		SELECT 1
-		  FROM queen.queues q
-		  JOIN queen.log_partitions p ON p.queue_id = q.id
-		  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
-		  LEFT JOIN queen.consumer_groups_metadata m
-			ON m.queue_id = q.id AND m.consumer_group = $2
-		   AND m.partition_name = '' AND m.namespace IS NULL AND m.task IS NULL
-		 WHERE q.tenant_id = queen.current_tenant() AND q.name = $1
-		   AND p.last_offset > GREATEST(coalesce(c.committed,
-				   CASE WHEN m.subscription_mode = 'new' THEN p.last_offset ELSE -1 END),
-				   p.log_start - 1))
+	SELECT EXISTS (SELECT 1 FROM queen.queues q CROSS JOIN LATERAL queen._pending(q.id, $2) x
+					WHERE q.tenant_id = queen.current_tenant() AND q.name = $1 AND x.pending > 0)
 $$;
 
 -- The dead letters of a queue, newest first, as GET /api/v1/dlq lists them;

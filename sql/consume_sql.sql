@@ -24,6 +24,10 @@ SELECT success, noop FROM queen.ack(:'transaction_id', :'partition_id', :'lease_
 PREPARE ack_text(text, text, text) AS SELECT success, noop FROM queen.ack($1, $2, $3);
 EXECUTE ack_text(:'transaction_id', :'partition_id', :'lease_id');
 SELECT qtest.expect_error($$SELECT * FROM queen.ack('t', 'not-a-uuid')$$);
+-- an untyped array literal needs its type: both batch forms would take it
+SELECT qtest.expect_error($$SELECT * FROM queen.ack(transaction_ids => '{t}', partition_ids => '{00000000-0000-0000-0000-000000000000}')$$);
+SELECT index, success FROM queen.ack(transaction_ids => '{t}'::text[],
+                                     partition_ids => '{00000000-0000-0000-0000-000000000000}'::uuid[]);
 -- the batch form takes text[] ids too
 SELECT index, success, noop FROM queen.ack(ARRAY[:'transaction_id'], ARRAY[:'partition_id']);
 
@@ -52,11 +56,27 @@ SELECT qtest.expect_error(format($$SELECT * FROM queen.ack(ARRAY[%L], ARRAY[%L],
 SELECT qtest.expect_error(format($$SELECT * FROM queen.ack('no-such-txn', %L, %L)$$, :'p1', :'l2'));
 SELECT replace(qtest.expect_error(format($$SELECT * FROM queen.renew(%L, 10)$$, :'l1')), :'l1', '<l1>');
 SELECT success FROM queen.ack(:'t1', :'p1', :'l1', strict => false);
--- applied and noop pass strict mode
+-- an applied ack passes strict mode; sent again once its lease is gone, it
+-- cannot be told from another consumer's ack of the message, so strict
+-- raises (the work of a transaction that acks again must not commit again)
 SELECT renewed FROM queen.renew(:'l2', 10);
 SELECT success FROM queen.ack(:'t1', :'p1', :'l2');
-SELECT success, noop FROM queen.ack(:'t1', :'p1', :'l2');
+SELECT qtest.expect_error(format($$SELECT * FROM queen.ack(%L, %L, %L)$$, :'t1', :'p1', :'l2'));
 RESET queen.strict_acks;
+SELECT success, noop FROM queen.ack(:'t1', :'p1', :'l2');
+-- without a lease named, a noop is a noop
+SELECT success, noop FROM queen.ack(:'t1', :'p1', strict => true);
+-- A's lease ran out, B took the message and acknowledged it: A's ack is
+-- answered as already applied (noop), but strict and ack_ok do not take
+-- that for A's own, or A's work would commit a second time
+SELECT count(*) FROM queen.push('sqld.late', '{"n": 6}', 'p', 's6');
+SELECT transaction_id AS ta, partition_id AS pa, lease_id AS la FROM queen.pop('sqld.late', 'p') \gset
+UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'
+ WHERE partition_id = :'pa';
+SELECT a.success FROM queen.pop('sqld.late', 'p') b, queen.ack(b.transaction_id, b.partition_id, b.lease_id) a;
+SELECT success, noop, error FROM queen.ack(:'ta', :'pa', :'la');
+SELECT qtest.expect_error(format($$SELECT * FROM queen.ack(%L, %L, %L, strict => true)$$, :'ta', :'pa', :'la'));
+SELECT queen.ack_ok(:'ta', :'pa', :'la') AS ok_for_a;
 -- ack_ok: the verdict as a boolean, for IF NOT ... THEN
 SELECT queen.ack_ok(:'t1', :'p1', :'l1') AS ok_again;
 DO $$
@@ -88,6 +108,7 @@ SELECT log_offset, payload FROM queen.pop('sqld.w', wait => '10s', auto_ack => t
 SELECT count(*) FROM queen.pop('sqld.w', wait => '50ms');
 SELECT qtest.expect_error($$SELECT * FROM queen.pop('sqld.w', wait => '-1s')$$);
 SELECT qtest.expect_error($$SELECT * FROM queen.pop('sqld.w', wait => '2 hours')$$);
+SELECT qtest.expect_error($$SELECT * FROM queen.pop('sqld.w', wait => interval '178000000 years' + interval '-691327190:52:13.5152')$$);
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT qtest.expect_error($$SELECT * FROM queen.pop('sqld.w', wait => '1s')$$);
 ROLLBACK;
@@ -100,6 +121,16 @@ BEGIN;
 SELECT count(*) FROM queen.pop('sqld.w', wait => '50ms');
 SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid;
 ROLLBACK;
+-- a stale scan floor is computed, not stored, by a waiting try: it waits,
+-- and may wait again in the same transaction
+UPDATE queen.consumer_watermarks SET updated_at = now() - interval '1 hour';
+BEGIN;
+SELECT count(*) FROM queen.pop('sqld.w', wait => '50ms');
+SELECT count(*) FROM queen.pop('sqld.w', wait => '50ms');
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid;
+ROLLBACK;
+-- a partition named like a group is refused before any wait
+SELECT qtest.expect_error($$SELECT * FROM queen.pop('sqld.g', 'my-group', wait => '1h')$$);
 -- a new group's first contact is written (and kept): the pop returns at once
 SELECT count(*) FROM queen.pop('sqld.w', consumer_group => 'late', wait => '1h',
                                subscription_mode => 'new');
@@ -128,6 +159,11 @@ SELECT queen.depth('sqld.lag') AS depth, queen.has_messages('sqld.lag') AS has,
 SELECT count(*) FROM queen.pop('sqld.lag', consumer_group => 'fresh', subscription_mode => 'new');
 SELECT queen.depth('sqld.lag', 'fresh') AS fresh, queen.has_messages('sqld.lag', 'fresh') AS has_fresh;
 SELECT consumer_group, messages_pending FROM queen.consumer_lag WHERE queue = 'sqld.lag' ORDER BY 1;
+-- a partition created after its first contact is all new to it
+SELECT count(*) FROM queen.push('sqld.lag', '4', 'c');
+SELECT queen.depth('sqld.lag', 'fresh') AS fresh, queen.has_messages('sqld.lag', 'fresh') AS has_fresh;
+SELECT consumer_group, messages_pending FROM queen.consumer_lag WHERE queue = 'sqld.lag' ORDER BY 1;
+SELECT partition, payload FROM queen.pop('sqld.lag', consumer_group => 'fresh', auto_ack => true);
 SELECT count(*) FROM queen.pop('sqld.lag', batch => 10, max_partitions => 0, auto_ack => true);
 SELECT queen.depth('sqld.lag') AS depth, queen.has_messages('sqld.lag') AS has;
 -- the dead letters, payload as jsonb

@@ -270,8 +270,23 @@ queen_shard_bundle_body(void *arg)
 	int			i;
 
 	queen_bundle_push(tx->bgs, tx->n);
+	if (!queen_notify)
+		return;
 	for (i = 0; i < tx->n; i++)
-		queen_wait_notify(&tx->bgs[i].tenant, tx->bgs[i].queue, strlen(tx->bgs[i].queue));
+	{
+		int			k;
+
+		/* a group of duplicates made nothing pending */
+		for (k = 0; k < tx->bgs[i].nframes; k++)
+		{
+			if (tx->bgs[i].frames[k].status == QUEEN_SEGMENT_QUEUED)
+			{
+				queen_wait_notify(&tx->bgs[i].tenant, tx->bgs[i].queue,
+								  strlen(tx->bgs[i].queue));
+				break;
+			}
+		}
+	}
 }
 
 /*

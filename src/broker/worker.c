@@ -279,6 +279,8 @@ queen_worker_begin(QueenWorkerKind kind, int index)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
+	/* what this worker's commits make pending, it publishes itself (wake.c) */
+	queen_wait_commit_publishes = false;
 
 	slot = queen_worker_slot(kind, index);
 	if (slot == NULL)

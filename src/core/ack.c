@@ -612,7 +612,11 @@ queen_ack_applied(QueenAckGroup *g, MemoryContext out_cxt)
 	for (i = 0; i < g->n; i++)
 	{
 		if (g->below[i] >= 0)
+		{
 			queen_ack_verdict(g, i, out_cxt);
+			/* applied, but maybe by another consumer: strict callers ask */
+			g->items[i]->lease_problem = MemoryContextStrdup(out_cxt, g->lease_problem);
+		}
 		else
 			g->items[i]->problem = MemoryContextStrdup(out_cxt, g->lease_problem);
 	}
@@ -696,6 +700,7 @@ queen_ack(const char *group, QueenAckItem *items, int nitems)
 		items[i].lease_released = false;
 		items[i].dlq = false;
 		items[i].noop = false;
+		items[i].lease_problem = NULL;
 		items[i].offset = -1;
 		items[i].lease_id = queen_lease_id_normal(items[i].lease_id);
 	}

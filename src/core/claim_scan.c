@@ -76,6 +76,7 @@ typedef enum QueenScanPlanId
 	SCAN_FLOOR,
 	SCAN_FLOOR_LOCK,
 	SCAN_FLOOR_RECOMPUTE,
+	SCAN_FLOOR_COMPUTE,
 	SCAN_CANDIDATES,
 	SCAN_DISCOVER,
 	SCAN_NPLANS
@@ -143,6 +144,13 @@ static const QueenClaimStatement queen_scan_statements[SCAN_NPLANS] =
 		" ON CONFLICT (queue_id, consumer_group) DO UPDATE"
 		"   SET last_empty_scan_at = EXCLUDED.last_empty_scan_at, updated_at = EXCLUDED.updated_at"
 		" RETURNING w.last_empty_scan_at",
+	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}, true},
+	/* the same floor for a waiting pop's try, which must not write (wait.c) */
+	[SCAN_FLOOR_COMPUTE] = {
+		"SELECT LEAST(COALESCE(min(p.last_write_at), $3), $3)"
+		"   FROM queen.log_partitions p"
+		"   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2"
+		"  WHERE p.queue_id = $1 AND (" QUEEN_PENDING_EXPR " OR c.batch_end IS NOT NULL)",
 	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}, true},
 
 	/*
@@ -287,6 +295,35 @@ queen_claim_queue_upsert(QueenClaim *c, pg_uuid_t *queue_id)
  */
 
 /*
+ * The floor a waiting pop's tries use when the stored one is stale: computed
+ * by this process and kept for QUEEN_FLOOR_RECHECK_USECS, for the one
+ * (queue, group) a waiting session usually watches.  Storing it would be a
+ * write the try's rollback takes back.
+ */
+static pg_uuid_t queen_here_queue;
+static char *queen_here_group = NULL;
+static TimestampTz queen_here_floor;
+static TimestampTz queen_here_at = 0;
+
+static TimestampTz
+queen_claim_floor_here(const pg_uuid_t *queue_id, const char *group, TimestampTz now,
+					   Datum *values)
+{
+	if (queen_here_group != NULL && strcmp(queen_here_group, group) == 0 &&
+		memcmp(&queen_here_queue, queue_id, sizeof(pg_uuid_t)) == 0 &&
+		queen_here_at >= now - QUEEN_FLOOR_RECHECK_USECS)
+		return queen_here_floor;
+	queen_scan_run(SCAN_FLOOR_COMPUTE, values, NULL, SPI_OK_SELECT);
+	queen_here_floor = queen_get_timestamptz(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	queen_here_at = now;
+	queen_here_queue = *queue_id;
+	if (queen_here_group != NULL)
+		pfree(queen_here_group);
+	queen_here_group = MemoryContextStrdup(TopMemoryContext, group);
+	return queen_here_floor;
+}
+
+/*
  * The last write a partition of the queue needs for the group's wildcard
  * pop to consider it, slack included; recomputed if it is stale and no
  * other pop is recomputing it.
@@ -308,7 +345,9 @@ queen_claim_floor(QueenClaim *c, const pg_uuid_t *queue_id)
 		fresh = queen_get_timestamptz(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2) >=
 			c->now - QUEEN_FLOOR_RECHECK_USECS;
 	}
-	if (!fresh)
+	if (!fresh && c->req->waiting)
+		floor = queen_claim_floor_here(queue_id, c->req->group, c->now, values);
+	else if (!fresh)
 	{
 		queen_scan_run(SCAN_FLOOR_LOCK, values, NULL, SPI_OK_SELECT);
 		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))

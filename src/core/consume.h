@@ -82,6 +82,14 @@ typedef struct QueenPopRequest
 	TimestampTz retry_until;
 
 	/*
+	 * A try of a SQL pop that waits (wait.c): it writes nothing it can do
+	 * without, so that it can be rolled back when it delivers nothing; the
+	 * wildcard's scan floor, when stale, is computed for this process
+	 * instead of stored.
+	 */
+	bool		waiting;
+
+	/*
 	 * The lease id every claimed partition is leased under.  A caller may
 	 * choose it (the broker does, so it can log it); an empty string makes
 	 * queen_pop mint a UUIDv7.  With auto_ack the result's lease id is "".
@@ -206,6 +214,13 @@ typedef struct QueenAckItem
 	bool		lease_released;
 	bool		dlq;			/* this item's message was filed as a dead letter */
 	bool		noop;			/* already acknowledged: nothing to do */
+
+	/*
+	 * A noop whose lease was not the live one: already acknowledged, but
+	 * not necessarily by this caller (its lease may have run out and
+	 * another consumer acknowledged the message); why, or NULL.
+	 */
+	char	   *lease_problem;
 	int64		offset;			/* the message's offset, -1 if unresolved or acked
 								 * with its whole batch (5.2's fast path) */
 } QueenAckItem;

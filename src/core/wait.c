@@ -56,14 +56,26 @@
 #define QUEEN_WAIT_POLL_MIN_MS	10
 #define QUEEN_WAIT_POLL_MAX_MS	250
 
+/*
+ * One per PGPROC.  wakes counts the wakes sent to it: the latch alone could
+ * lose one, since a try that sleeps on a heavyweight lock resets the latch
+ * when it gets the lock, so the waiter compares counts before it sleeps.
+ */
+typedef struct QueenWaitCell
+{
+	pg_atomic_uint32 watch;		/* 0, slot + 1, or QUEEN_WAIT_ANY */
+	pg_atomic_uint32 wakes;
+} QueenWaitCell;
+
 typedef struct QueenWaitShared
 {
 	pg_atomic_uint32 nwaiting;
 	int			ncells;
-	pg_atomic_uint32 cells[FLEXIBLE_ARRAY_MEMBER];	/* by pgprocno */
+	QueenWaitCell cells[FLEXIBLE_ARRAY_MEMBER];	/* by pgprocno */
 } QueenWaitShared;
 
 queen_wait_commit_hook_type queen_wait_commit_hook = NULL;
+bool		queen_wait_commit_publishes = true;
 
 static QueenWaitShared *queen_wait_shared = NULL;
 static shmem_request_hook_type queen_wait_prev_request = NULL;
@@ -75,6 +87,19 @@ static int	queen_marked[QUEEN_WAKE_SLOTS];
 static int	queen_nmarked = 0;
 static uint64 queen_marked_bits[QUEEN_WAKE_SLOTS / 64];
 static List *queen_marked_channels = NIL;	/* in TopTransactionContext */
+
+/*
+ * What was marked when each open subtransaction began: a subtransaction
+ * that rolls back takes its marks back (its pushes never happened).
+ */
+typedef struct QueenWaitLevel
+{
+	SubTransactionId subid;
+	int			nmarked;
+	int			nchannels;
+} QueenWaitLevel;
+
+static List *queen_wait_levels = NIL;	/* in TopTransactionContext, innermost last */
 
 /* FNV-1a-64 over the tenant and the queue, as the broker's shard choice. */
 uint64
@@ -112,7 +137,7 @@ static Size
 queen_wait_shmem_size(void)
 {
 	return add_size(offsetof(QueenWaitShared, cells),
-					mul_size(sizeof(pg_atomic_uint32), queen_wait_ncells()));
+					mul_size(sizeof(QueenWaitCell), queen_wait_ncells()));
 }
 
 static void
@@ -139,7 +164,10 @@ queen_wait_shmem_startup(void)
 		queen_wait_shared->ncells = queen_wait_ncells();
 		pg_atomic_init_u32(&queen_wait_shared->nwaiting, 0);
 		for (i = 0; i < queen_wait_shared->ncells; i++)
-			pg_atomic_init_u32(&queen_wait_shared->cells[i], 0);
+		{
+			pg_atomic_init_u32(&queen_wait_shared->cells[i].watch, 0);
+			pg_atomic_init_u32(&queen_wait_shared->cells[i].wakes, 0);
+		}
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -161,7 +189,7 @@ queen_wait_unregister(void)
 
 	if (queen_wait_shared == NULL || MyProc == NULL)
 		return;
-	cell = &queen_wait_shared->cells[MyProc->pgprocno];
+	cell = &queen_wait_shared->cells[MyProc->pgprocno].watch;
 	if (pg_atomic_exchange_u32(cell, 0) != 0)
 		pg_atomic_fetch_sub_u32(&queen_wait_shared->nwaiting, 1);
 }
@@ -185,7 +213,7 @@ queen_wait_register(uint32 value)
 		before_shmem_exit(queen_wait_on_exit, (Datum) 0);
 		queen_wait_exit_armed = true;
 	}
-	if (pg_atomic_exchange_u32(&queen_wait_shared->cells[MyProc->pgprocno], value) == 0)
+	if (pg_atomic_exchange_u32(&queen_wait_shared->cells[MyProc->pgprocno].watch, value) == 0)
 		pg_atomic_fetch_add_u32(&queen_wait_shared->nwaiting, 1);
 	pg_memory_barrier();
 }
@@ -206,13 +234,16 @@ queen_wait_wake(const int *slots, int nslots)
 		bits[slots[i] / 64] |= UINT64CONST(1) << (slots[i] % 64);
 	for (i = 0; i < queen_wait_shared->ncells; i++)
 	{
-		uint32		v = pg_atomic_read_u32(&queen_wait_shared->cells[i]);
+		uint32		v = pg_atomic_read_u32(&queen_wait_shared->cells[i].watch);
 
 		if (v == 0)
 			continue;
 		if (v == QUEEN_WAIT_ANY ||
 			(bits[(v - 1) / 64] & (UINT64CONST(1) << ((v - 1) % 64))) != 0)
+		{
+			pg_atomic_fetch_add_u32(&queen_wait_shared->cells[i].wakes, 1);
 			SetLatch(&ProcGlobal->allProcs[i].procLatch);
+		}
 	}
 }
 
@@ -304,6 +335,45 @@ queen_wait_forget(void)
 		queen_marked_bits[queen_marked[i] / 64] = 0;
 	queen_nmarked = 0;
 	queen_marked_channels = NIL;
+	queen_wait_levels = NIL;
+}
+
+static void
+queen_wait_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							SubTransactionId parentSubid, void *arg)
+{
+	QueenWaitLevel *level;
+
+	(void) parentSubid;
+	(void) arg;
+	if (event == SUBXACT_EVENT_START_SUB)
+	{
+		level = MemoryContextAlloc(TopTransactionContext, sizeof(QueenWaitLevel));
+		level->subid = mySubid;
+		level->nmarked = queen_nmarked;
+		level->nchannels = list_length(queen_marked_channels);
+		queen_wait_levels = lappend(queen_wait_levels, level);
+		return;
+	}
+	if (event != SUBXACT_EVENT_COMMIT_SUB && event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	if (queen_wait_levels == NIL)
+		return;
+	level = (QueenWaitLevel *) llast(queen_wait_levels);
+	if (level->subid != mySubid)
+		return;
+	queen_wait_levels = list_delete_last(queen_wait_levels);
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		while (queen_nmarked > level->nmarked)
+		{
+			int			slot = queen_marked[--queen_nmarked];
+
+			queen_marked_bits[slot / 64] &= ~(UINT64CONST(1) << (slot % 64));
+		}
+		queen_marked_channels = list_truncate(queen_marked_channels, level->nchannels);
+	}
+	pfree(level);
 }
 
 static void
@@ -321,7 +391,7 @@ queen_wait_xact_callback(XactEvent event, void *arg)
 				Async_Notify((char *) lfirst(lc), "");
 			break;
 		case XACT_EVENT_COMMIT:
-			if (queen_nmarked > 0)
+			if (queen_nmarked > 0 && queen_wait_commit_publishes)
 			{
 				if (queen_wait_commit_hook != NULL)
 					queen_wait_commit_hook(queen_marked, queen_nmarked);
@@ -343,12 +413,22 @@ void
 queen_wait_init(void)
 {
 	RegisterXactCallback(queen_wait_xact_callback, NULL);
+	RegisterSubXactCallback(queen_wait_subxact_callback, NULL);
 }
 
 /* ----------------------------------------------------------------
  *		The waiting pop
  * ----------------------------------------------------------------
  */
+
+/* Wakes sent to this process so far (0 without shared memory). */
+static uint32
+queen_wait_wakes(void)
+{
+	if (queen_wait_shared == NULL)
+		return 0;
+	return pg_atomic_read_u32(&queen_wait_shared->cells[MyProc->pgprocno].wakes);
+}
 
 /*
  * One try of the claim in a subtransaction: kept if it delivered or wrote,
@@ -408,12 +488,27 @@ queen_pop_wait_check(void)
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("queen.pop cannot wait in a transaction that has already written"),
 				 errdetail("The row locks of its writes would be held for the whole wait, stalling every session that needs those rows."),
-				 errhint("Pop with wait first in the transaction, or commit before it.")));
+				 errhint("Pop with wait first in the transaction, or commit before it (a pop that registered a new consumer group has written).")));
+}
+
+/*
+ * Sleep until woken or the time next.  A client that went away is noticed
+ * here only with client_connection_check_interval set: its timeout sets
+ * the latch and CHECK_FOR_INTERRUPTS ends the session (docs/SQL.md).
+ */
+static void
+queen_pop_sleep(long timeout_ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 Max(timeout_ms, 1), PG_WAIT_EXTENSION);
+	CHECK_FOR_INTERRUPTS();
 }
 
 void
 queen_pop_wait(QueenPopRequest *req, QueenPopResult *res, int64 wait_usecs)
 {
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext try_cxt;
 	TimestampTz deadline;
 	uint32		watch;
 	volatile int poll_ms = QUEEN_WAIT_POLL_MIN_MS;
@@ -423,6 +518,11 @@ queen_pop_wait(QueenPopRequest *req, QueenPopResult *res, int64 wait_usecs)
 	watch = req->queue != NULL ?
 		(uint32) queen_wake_slot(&req->tenant, req->queue, strlen(req->queue)) + 1 :
 		QUEEN_WAIT_ANY;
+	/* it will ask again: a wildcard may keep its draw of candidates (claim_scan.c) */
+	req->retry_until = deadline;
+	req->waiting = true;
+	/* an empty try's result and working memory go with it */
+	try_cxt = AllocSetContextCreate(cxt, "queen.pop try", ALLOCSET_DEFAULT_SIZES);
 
 	queen_wait_register(watch);
 	PG_TRY();
@@ -431,30 +531,36 @@ queen_pop_wait(QueenPopRequest *req, QueenPopResult *res, int64 wait_usecs)
 		{
 			TimestampTz now;
 			TimestampTz next;
-			long		timeout_ms;
+			uint32		wakes;
+			bool		wrote;
 
 			ResetLatch(MyLatch);
-			if (queen_pop_try(req, res) || res->nmessages > 0)
+			wakes = queen_wait_wakes();
+			MemoryContextReset(try_cxt);
+			MemoryContextSwitchTo(try_cxt);
+			wrote = queen_pop_try(req, res);
+			MemoryContextSwitchTo(cxt);
+			if (wrote || res->nmessages > 0)
 				break;
 			now = GetCurrentTimestamp();
 			if (now >= deadline)
 				break;
+			if (queen_wait_wakes() != wakes)
+				continue;		/* woken during the try: its latch may be lost */
 			next = deadline;
-			if (res->retry_at > now && res->retry_at < next)
-				next = res->retry_at;
-			timeout_ms = (long) ((next - now + 999) / 1000);
+			if (res->retry_at != 0 && res->retry_at < next)
+				next = Max(res->retry_at, now);
 			if (queen_wait_shared == NULL)
 			{
-				timeout_ms = Min(timeout_ms, poll_ms);
+				next = Min(next, now + (TimestampTz) poll_ms * 1000);
 				poll_ms = Min(poll_ms * 2, QUEEN_WAIT_POLL_MAX_MS);
 			}
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 Max(timeout_ms, 1), PG_WAIT_EXTENSION);
-			CHECK_FOR_INTERRUPTS();
+			queen_pop_sleep((long) ((next - now + 999) / 1000));
 		}
 	}
 	PG_FINALLY();
 	{
+		MemoryContextSwitchTo(cxt);
 		queen_wait_unregister();
 	}
 	PG_END_TRY();

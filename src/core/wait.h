@@ -31,6 +31,13 @@ extern int	queen_wake_slot(const pg_uuid_t *tenant, const char *queue, Size qlen
 typedef void (*queen_wait_commit_hook_type) (const int *slots, int nslots);
 extern queen_wait_commit_hook_type queen_wait_commit_hook;
 
+/*
+ * False in the broker's workers: they publish what their commits made
+ * pending themselves (wake.c), marks of the core included (an ack's), and
+ * keep only the NOTIFY of those marks.
+ */
+extern bool queen_wait_commit_publishes;
+
 /* Setup: the XACT callback on first load, shared memory when preloaded. */
 extern void queen_wait_init(void);
 extern void queen_wait_preload(void);

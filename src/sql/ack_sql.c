@@ -94,6 +94,8 @@ queen_uuid_value(Oid type, Datum d)
 {
 	if (type == UUIDOID)
 		return *DatumGetUUIDP(d);
+	if (type != TEXTOID)
+		elog(ERROR, "queen: partition_id must be uuid or text, not type %u", type);
 	return *DatumGetUUIDP(DirectFunctionCall1(uuid_in,
 											  CStringGetDatum(TextDatumGetCString(d))));
 }
@@ -107,33 +109,62 @@ queen_strict_arg(FunctionCallInfo fcinfo, int arg)
 	return PG_GETARG_BOOL(arg);
 }
 
+/* What a noop under a lease that is not the live one is told. */
+#define QUEEN_NOT_OURS \
+	"already acknowledged, but this lease is no longer live (it expired or was released), " \
+	"so perhaps by the consumer the message went to next"
+
+/*
+ * Was the item carried out for this caller?  A noop under a lease that is
+ * not the live one was acknowledged, but maybe by the consumer that took
+ * the message over when this caller's lease ran out: its work must not
+ * commit a second time, so it does not count.
+ */
+static bool
+queen_item_ok(const QueenAckItem *item)
+{
+	return item->success && item->lease_problem == NULL;
+}
+
 /*
  * In strict mode, an item not carried out raises: 22023 when its
  * transactionId names nothing the ack can reach, 55000 for every other
- * reason (the lease, the cursor, a batch's earlier signal).
+ * reason (the lease, the cursor, a batch's earlier signal).  The core's
+ * reasons are stable strings, so the prefix tells them apart.
  */
 static void
 queen_strict_check(const QueenAckItem *item, int index)
 {
-	if (item->success)
+	const char *problem;
+
+	if (queen_item_ok(item))
 		return;
+	problem = item->success ? QUEEN_NOT_OURS :
+		(item->problem ? item->problem : "no reason given");
 	ereport(ERROR,
-			(errcode(strncmp(item->problem ? item->problem : "", "unresolvable", 12) == 0 ?
+			(errcode(!item->success && strncmp(problem, "unresolvable", 12) == 0 ?
 					 ERRCODE_INVALID_PARAMETER_VALUE : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("ack of transaction \"%s\" was not applied: %s",
-					item->transaction_id, item->problem ? item->problem : "no reason given"),
+					item->transaction_id, problem),
 			 index >= 0 ? errdetail("It is item %d of the batch; nothing of the batch was applied.",
 									index) : 0,
 			 errhint("The call is strict (its strict argument, or queen.strict_acks), so the transaction cannot commit past it.")));
 }
 
-/* success, error, lease_released, dlq, noop: the verdict's columns. */
+/*
+ * success, error, lease_released, dlq, noop: the verdict's columns.  A noop
+ * under a lease that is not the live one says so in error.
+ */
 static void
 queen_verdict_values(const QueenAckItem *item, Datum *values, bool *nulls)
 {
+	const char *error = item->problem;
+
+	if (error == NULL && item->lease_problem != NULL)
+		error = QUEEN_NOT_OURS;
 	values[0] = BoolGetDatum(item->success);
-	values[1] = item->problem ? CStringGetTextDatum(item->problem) : (Datum) 0;
-	nulls[1] = item->problem == NULL;
+	values[1] = error ? CStringGetTextDatum(error) : (Datum) 0;
+	nulls[1] = error == NULL;
 	values[2] = BoolGetDatum(item->lease_released);
 	values[3] = BoolGetDatum(item->dlq);
 	values[4] = BoolGetDatum(item->noop);
@@ -195,8 +226,9 @@ queen_ack_sql(PG_FUNCTION_ARGS)
 
 /*
  * queen.ack_ok(transaction_id, partition_id, lease_id, status,
- *				consumer_group, error) -> boolean: the ack's success alone,
- * for IF NOT queen.ack_ok(...) THEN ... code.
+ *				consumer_group, error) -> boolean: whether the ack was carried
+ * out for this caller (as strict judges it), for IF NOT queen.ack_ok(...)
+ * THEN ... code.
  */
 Datum
 queen_ack_ok_sql(PG_FUNCTION_ARGS)
@@ -206,7 +238,7 @@ queen_ack_ok_sql(PG_FUNCTION_ARGS)
 	QueenAckItem item;
 
 	queen_ack_run_one(fcinfo, &item, status, queen_text_arg(fcinfo, 5), group);
-	PG_RETURN_BOOL(item.success);
+	PG_RETURN_BOOL(queen_item_ok(&item));
 }
 
 /*
@@ -297,11 +329,12 @@ queen_batch_items(FunctionCallInfo fcinfo, int *nitems)
 	int			n,
 				i;
 
-	pid_type = get_fn_expr_argtype(fcinfo->flinfo, 1) == TEXTARRAYOID ? TEXTOID : UUIDOID;
 	queen_require(fcinfo, 0, "transaction_ids");
 	queen_require(fcinfo, 1, "partition_ids");
+	/* the array says what it holds, whichever overload was called */
+	pid_type = ARR_ELEMTYPE(PG_GETARG_ARRAYTYPE_P(1)) == TEXTOID ? TEXTOID : UUIDOID;
 	n = queen_array_arg(fcinfo, 0, "transaction_ids", TEXTOID, -1, &txns, &txn_nulls);
-	queen_array_arg(fcinfo, 1, "partition_ids", UUIDOID, n, &pids, &pid_nulls);
+	queen_array_arg(fcinfo, 1, "partition_ids", pid_type, n, &pids, &pid_nulls);
 	queen_array_arg(fcinfo, 2, "lease_ids", TEXTOID, n, &leases, &lease_nulls);
 	queen_array_arg(fcinfo, 3, "statuses", TEXTOID, n, &statuses, &status_nulls);
 	queen_array_arg(fcinfo, 5, "errors", TEXTOID, n, &errors, &error_nulls);

@@ -17,6 +17,7 @@
 #include "dedup_runs.h"
 #include "log_read.h"
 #include "log_write.h"
+#include "wait.h"
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -203,6 +204,9 @@ queen_log_push_one_v1(PG_FUNCTION_ARGS)
 		queen_push_bundle(&seg, 1);
 	else
 		queen_push_one_resolved(&seg, PG_GETARG_UUID_P(6));
+	/* a caller that names the partition only by id wakes nobody (no name to hash) */
+	if (seg.queue != NULL)
+		queen_wait_mark(&seg.tenant, seg.queue, strlen(seg.queue));
 
 	PG_RETURN_JSONB_P(JsonbValueToJsonb(queen_push_verdict(&state, &seg)));
 }
@@ -286,6 +290,9 @@ queen_log_push_multi_v1(PG_FUNCTION_ARGS)
 	}
 
 	queen_push_bundle(segs, n);
+	for (i = 0; i < n; i++)
+		if (segs[i].queue != NULL)
+			queen_wait_mark(&segs[i].tenant, segs[i].queue, strlen(segs[i].queue));
 
 	result = pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (i = 0; i < n; i++)

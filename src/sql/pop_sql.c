@@ -19,6 +19,7 @@
 #include "wait.h"
 
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "commands/async.h"
 #include "datatype/timestamp.h"
 #include "utils/timestamp.h"
@@ -154,9 +155,11 @@ queen_pop_wait_arg(FunctionCallInfo fcinfo)
 	if (PG_ARGISNULL(POP_ARG_WAIT))
 		return 0;
 	span = PG_GETARG_INTERVAL_P(POP_ARG_WAIT);
-	usecs = span->time + (int64) span->day * USECS_PER_DAY +
-		(int64) span->month * DAYS_PER_MONTH * USECS_PER_DAY;
-	if (usecs < 0 || usecs > QUEEN_POP_MAX_WAIT_USECS)
+	/* months and days as 30 and 24 hours; an overflow is out of range too */
+	if (pg_mul_s64_overflow((int64) span->month * DAYS_PER_MONTH + span->day, USECS_PER_DAY,
+							&usecs) ||
+		pg_add_s64_overflow(usecs, span->time, &usecs) ||
+		usecs < 0 || usecs > QUEEN_POP_MAX_WAIT_USECS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("wait must be from 0 to 1 hour"),
@@ -175,7 +178,8 @@ queen_pop_check_partition(const QueenPopRequest *req)
 {
 	Datum		values[3];
 	Oid			types[3] = {UUIDOID, TEXTOID, TEXTOID};
-	bool		group_named;
+	bool		group_named = false;
+	bool		isnull;
 
 	if (req->partition == NULL || strcmp(req->group, QUEEN_QUEUE_MODE) != 0)
 		return;
@@ -190,10 +194,11 @@ queen_pop_check_partition(const QueenPopRequest *req)
 							  "        OR EXISTS (SELECT 1 FROM queen.log_consumers c JOIN queen.log_partitions p"
 							  "                     ON p.id = c.partition_id WHERE p.queue_id = q.id AND c.consumer_group = $3))"
 							  "  FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $2",
-							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
+							  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "queen: partition check failed");
-	group_named = SPI_processed == 1 &&
-		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &(bool){false}));
+	if (SPI_processed == 1)
+		group_named = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												 1, &isnull)) && !isnull;
 	SPI_finish();
 	if (group_named)
 		ereport(ERROR,
@@ -217,11 +222,18 @@ queen_pop_rows(FunctionCallInfo fcinfo, QueenPopRequest *req)
 	int			j;
 
 	if (wait_usecs > 0)
+	{
+		/* before, not after an hour's wait for a partition that is a group */
+		if (req->queue != NULL)
+			queen_pop_check_partition(req);
 		queen_pop_wait(req, &res, wait_usecs);
+	}
 	else
+	{
 		queen_pop(req, &res);
-	if (res.nmessages == 0 && req->queue != NULL)
-		queen_pop_check_partition(req);
+		if (res.nmessages == 0 && req->queue != NULL)
+			queen_pop_check_partition(req);
+	}
 
 	/* a row's jsonb and text live until it is in the tuplestore */
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "queen.pop row",
