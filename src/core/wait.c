@@ -512,14 +512,13 @@ queen_pop_wait(QueenPopRequest *req, QueenPopResult *res, int64 wait_usecs)
 	TimestampTz deadline;
 	uint32		watch;
 	volatile int poll_ms = QUEEN_WAIT_POLL_MIN_MS;
+	volatile bool first = true;
 
 	queen_pop_wait_check();
 	deadline = GetCurrentTimestamp() + wait_usecs;
 	watch = req->queue != NULL ?
 		(uint32) queen_wake_slot(&req->tenant, req->queue, strlen(req->queue)) + 1 :
 		QUEEN_WAIT_ANY;
-	/* it will ask again: a wildcard may keep its draw of candidates (claim_scan.c) */
-	req->retry_until = deadline;
 	req->waiting = true;
 	/* an empty try's result and working memory go with it */
 	try_cxt = AllocSetContextCreate(cxt, "queen.pop try", ALLOCSET_DEFAULT_SIZES);
@@ -536,6 +535,16 @@ queen_pop_wait(QueenPopRequest *req, QueenPopResult *res, int64 wait_usecs)
 
 			ResetLatch(MyLatch);
 			wakes = queen_wait_wakes();
+
+			/*
+			 * The first try sees all that was pushed before the call, as a
+			 * pop without wait does; the later ones, woken with many others
+			 * perhaps, may be refused a fresh draw of a wildcard's
+			 * candidates until its spacing has passed (claim_scan.c), and
+			 * are told when to come back.
+			 */
+			req->retry_until = first ? 0 : deadline;
+			first = false;
 			MemoryContextReset(try_cxt);
 			MemoryContextSwitchTo(try_cxt);
 			wrote = queen_pop_try(req, res);
