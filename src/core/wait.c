@@ -25,8 +25,10 @@
  * What a wait holds: never a row lock or a transaction id, because each
  * try runs in a subtransaction that is rolled back when it delivered and
  * wrote nothing (taking its relation and advisory locks with it).  A try
- * that wrote (a group's first contact, its cursors, a scan floor) is kept
- * and the pop returns at once: waiting would hold that write's locks.  It
+ * that wrote (a group's first contact: its subscription and cursors) is
+ * kept and the pop returns at once: waiting would hold that write's locks.
+ * The one write a try can do without, a stale scan floor, it computes
+ * without storing (QueenPopRequest.waiting).  It
  * holds its statement's snapshot, as any running statement does.  A
  * transaction that has already written, or whose snapshot is fixed
  * (REPEATABLE READ, SERIALIZABLE: it could never see what woke it), may
