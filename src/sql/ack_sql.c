@@ -109,7 +109,7 @@ queen_strict_arg(FunctionCallInfo fcinfo, int arg)
 	return PG_GETARG_BOOL(arg);
 }
 
-/* What a noop under a lease that is not the live one is told. */
+/* What a strict noop under a lease that is not the live one is told. */
 #define QUEEN_NOT_OURS \
 	"already acknowledged, but this lease is no longer live (it expired or was released), " \
 	"so perhaps by the consumer the message went to next"
@@ -152,19 +152,16 @@ queen_strict_check(const QueenAckItem *item, int index)
 }
 
 /*
- * success, error, lease_released, dlq, noop: the verdict's columns.  A noop
- * under a lease that is not the live one says so in error.
+ * success, error, lease_released, dlq, noop: the verdict's columns, as the
+ * HTTP door answers them (a noop is applied, whoever applied it: strict
+ * and ack_ok are the stricter judges).
  */
 static void
 queen_verdict_values(const QueenAckItem *item, Datum *values, bool *nulls)
 {
-	const char *error = item->problem;
-
-	if (error == NULL && item->lease_problem != NULL)
-		error = QUEEN_NOT_OURS;
 	values[0] = BoolGetDatum(item->success);
-	values[1] = error ? CStringGetTextDatum(error) : (Datum) 0;
-	nulls[1] = error == NULL;
+	values[1] = item->problem ? CStringGetTextDatum(item->problem) : (Datum) 0;
+	nulls[1] = item->problem == NULL;
 	values[2] = BoolGetDatum(item->lease_released);
 	values[3] = BoolGetDatum(item->dlq);
 	values[4] = BoolGetDatum(item->noop);
