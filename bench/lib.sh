@@ -2,6 +2,7 @@
 # preloaded, in a scratch directory removed on exit.  Source after
 # scripts/lib.sh, then call bench_cluster PORT, with any extra
 # postgresql.conf lines on standard input.  Defines WORK and psql_b.
+# BENCH_PRELOAD= (empty) starts it without preloading the library.
 
 bench_cluster() {	# bench_cluster <port>  (extra settings on stdin)
 	BENCH_PORT_USED=$1
@@ -15,7 +16,7 @@ bench_cluster() {	# bench_cluster <port>  (extra settings on stdin)
 port = $BENCH_PORT_USED
 listen_addresses = ''
 unix_socket_directories = '$WORK'
-shared_preload_libraries = 'queen'
+shared_preload_libraries = '${BENCH_PRELOAD-queen}'
 shared_buffers = 512MB
 max_wal_size = 4GB
 CONF
