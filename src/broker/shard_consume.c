@@ -29,7 +29,6 @@
 #include "pgstat.h"
 #include "utils/backend_status.h"
 #include "utils/guc.h"
-#include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
 
@@ -76,8 +75,6 @@ queen_consume_reset(void)
 	memset(&queen_consume_counts, 0, sizeof(queen_consume_counts));
 	queen_consume_leased = NIL;
 }
-
-static SPIPlanPtr queen_released_plan = NULL;
 
 /* A text of the argument as a C string, or NULL when absent. */
 static char *
@@ -189,85 +186,20 @@ queen_render_ack_item(StringInfo out, int index, QueenWireText txn, bool success
 }
 
 /*
- * A partition's wake slot (its queue's), remembered: a partition never
- * changes queue, and the entry of a deleted one is never asked for again.
- * Bounded by starting afresh when full.
- */
-#define QUEEN_PART_SLOTS_MAX	65536
-
-typedef struct QueenPartSlot
-{
-	pg_uuid_t	pid;			/* the key */
-	int			slot;
-} QueenPartSlot;
-
-static HTAB *queen_part_slots = NULL;
-static MemoryContext queen_part_slots_cxt = NULL;
-
-static QueenPartSlot *
-queen_part_slot_entry(const pg_uuid_t *pid, bool create)
-{
-	bool		found;
-
-	if (queen_part_slots == NULL ||
-		(create && hash_get_num_entries(queen_part_slots) >= QUEEN_PART_SLOTS_MAX))
-		queen_part_slots = queen_process_hash("queen partition wake slots", sizeof(pg_uuid_t),
-											  sizeof(QueenPartSlot), 1024,
-											  &queen_part_slots_cxt);
-	return hash_search(queen_part_slots, pid, create ? HASH_ENTER : HASH_FIND, &found);
-}
-
-/*
  * The queues of the partitions whose lease the ack released: parked pops
- * on them may now get a redelivery or the next batch.  Marked here, in the
- * ack's transaction, published after its COMMIT.  A partition not seen
- * before costs one primary-key lookup of its queue (= ANY over a few ids
- * was planned as a scan of every partition).
+ * on them may now get a redelivery or the next batch.  The core's ack
+ * marked them (wait.c) from the consumer rows it locked; they are marked
+ * here too, in the ack's transaction, and published after its COMMIT.
  */
 static void
-queen_consume_wake_released(const QueenAckItem *items, int n)
+queen_consume_wake_released(void)
 {
-	Oid			types[1] = {UUIDOID};
-	SPIPlanPtr	plan = NULL;
+	const int  *slots;
+	int			n = queen_wait_marked_slots(&slots);
 	int			i;
 
-	/* a partition seen twice is a remembered slot the second time */
 	for (i = 0; i < n; i++)
-	{
-		const pg_uuid_t *pid = &items[i].partition_id;
-		QueenPartSlot *e;
-		Datum		values[1];
-		pg_uuid_t	tenant;
-		char	   *name;
-
-		if (!items[i].lease_released)
-			continue;
-		e = queen_part_slot_entry(pid, false);
-		if (e != NULL)
-		{
-			queen_wake_mark_slot(e->slot);
-			continue;
-		}
-		if (plan == NULL)
-		{
-			queen_spi_connect();
-			plan = queen_plan_once(&queen_released_plan,
-								   "SELECT q.tenant_id, q.name FROM queen.log_partitions p"
-								   " JOIN queen.queues q ON q.id = p.queue_id WHERE p.id = $1",
-								   1, types, false);
-		}
-		values[0] = UUIDPGetDatum(pid);
-		queen_exec(plan, values, SPI_OK_SELECT, "looking up the queue of a released lease");
-		if (SPI_processed == 0)
-			continue;			/* deleted since */
-		name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		queen_get_uuid(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &tenant);
-		e = queen_part_slot_entry(pid, true);
-		e->slot = queen_wake_slot(&tenant, name, strlen(name));
-		queen_wake_mark_slot(e->slot);
-	}
-	if (plan != NULL)
-		SPI_finish();
+		queen_wake_mark_slot(slots[i]);
 }
 
 /* One ack request, decoded. */
@@ -332,7 +264,7 @@ queen_consume_ack(QueenMsgReader *r, StringInfo out)
 
 	pgstat_report_activity(STATE_RUNNING, "queen: ack");
 	if (a.nvalid > 0 && queen_ack(a.group, a.items, a.nvalid) > 0)
-		queen_consume_wake_released(a.items, a.nvalid);
+		queen_consume_wake_released();
 
 	appendStringInfoChar(out, '[');
 	for (i = 0; i < a.head.nitems; i++)

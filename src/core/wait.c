@@ -317,6 +317,14 @@ queen_wait_mark(const pg_uuid_t *tenant, const char *queue, Size qlen)
 		queen_wait_note_channel(tenant, queue, qlen);
 }
 
+/* The slots this transaction marked so far (the broker's acks publish them). */
+int
+queen_wait_marked_slots(const int **slots)
+{
+	*slots = queen_marked;
+	return queen_nmarked;
+}
+
 /*
  * The broker's bundles and drains publish their wakes themselves (wake.c);
  * they only need the NOTIFY.

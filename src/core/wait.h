@@ -45,6 +45,9 @@ extern void queen_wait_preload(void);
 /* The transaction about to commit made a queue pending (SQL door). */
 extern void queen_wait_mark(const pg_uuid_t *tenant, const char *queue, Size qlen);
 
+/* What this transaction marked so far: slots, and how many. */
+extern int	queen_wait_marked_slots(const int **slots);
+
 /* Only the NOTIFY of that (queen.notify), for a committer that wakes itself. */
 extern void queen_wait_notify(const pg_uuid_t *tenant, const char *queue, Size qlen);
 
