@@ -537,6 +537,7 @@ queen_claim_named(QueenClaim *c)
 	values[2] = CStringGetTextDatum(c->req->partition);
 	if (queen_claim_run(CLAIM_RESOLVE, values, SPI_OK_SELECT) == 0)
 	{
+		c->res->no_partition = true;
 		queen_claim_missing(c);
 		return;
 	}

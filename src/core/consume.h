@@ -141,6 +141,9 @@ typedef struct QueenPopResult
 	 * need not try again on every commit).
 	 */
 	bool		no_queue;
+
+	/* A pop of one named partition found no such partition (yet). */
+	bool		no_partition;
 } QueenPopResult;
 
 /*

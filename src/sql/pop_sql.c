@@ -168,16 +168,18 @@ queen_pop_wait_arg(FunctionCallInfo fcinfo)
 }
 
 /*
- * A pop of one named partition that delivered nothing, in queue mode: if
- * the queue has no such partition but a consumer group of that name, the
- * caller almost surely passed the group where the partition goes (the
- * second argument).  Returning nothing there would hide it for ever.
+ * A pop of one named partition the queue does not have, in queue mode: if
+ * a consumer group of that name consumes the queue, the caller almost
+ * surely passed the group where the partition goes (the second argument).
+ * Returning nothing there would hide it for ever.
  */
+static SPIPlanPtr queen_group_named_plan = NULL;
+
 static void
 queen_pop_check_partition(const QueenPopRequest *req)
 {
-	Datum		values[3];
 	Oid			types[3] = {UUIDOID, TEXTOID, TEXTOID};
+	Datum		values[3];
 	bool		group_named = false;
 	bool		isnull;
 
@@ -187,15 +189,17 @@ queen_pop_check_partition(const QueenPopRequest *req)
 	values[0] = UUIDPGetDatum(&req->tenant);
 	values[1] = CStringGetTextDatum(req->queue);
 	values[2] = CStringGetTextDatum(req->partition);
-	if (SPI_execute_with_args(
-							  "SELECT NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.queue_id = q.id AND p.name = $3)"
-							  "   AND (EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m"
-							  "                 WHERE m.queue_id = q.id AND m.consumer_group = $3)"
-							  "        OR EXISTS (SELECT 1 FROM queen.log_consumers c JOIN queen.log_partitions p"
-							  "                     ON p.id = c.partition_id WHERE p.queue_id = q.id AND c.consumer_group = $3))"
-							  "  FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $2",
-							  3, types, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "queen: partition check failed");
+	queen_exec(queen_plan_once(&queen_group_named_plan,
+							   "SELECT NOT EXISTS (SELECT 1 FROM queen.log_partitions p"
+							   "                    WHERE p.queue_id = q.id AND p.name = $3)"
+							   "   AND (EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m"
+							   "                 WHERE m.queue_id = q.id AND m.consumer_group = $3)"
+							   "        OR EXISTS (SELECT 1 FROM queen.log_consumers c"
+							   "                     JOIN queen.log_partitions p ON p.id = c.partition_id"
+							   "                    WHERE p.queue_id = q.id AND c.consumer_group = $3))"
+							   "  FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $2",
+							   3, types, false),
+			   values, SPI_OK_SELECT, "checking a partition named like a consumer group");
 	if (SPI_processed == 1)
 		group_named = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 												 1, &isnull)) && !isnull;
@@ -231,7 +235,7 @@ queen_pop_rows(FunctionCallInfo fcinfo, QueenPopRequest *req)
 	else
 	{
 		queen_pop(req, &res);
-		if (res.nmessages == 0 && req->queue != NULL)
+		if (res.no_partition)
 			queen_pop_check_partition(req);
 	}
 
