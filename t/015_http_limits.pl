@@ -78,18 +78,8 @@ sub replies
 	return map { $got{$_} } @socks;
 }
 
-# Set queen.http_max_connections and wait until the listener applied it.
-sub set_max_connections
-{
-	my ($n) = @_;
-	my $before = () = slurp_file($node->logfile) =~ /listener \(reloaded\)/g;
-	$node->append_conf('postgresql.conf', "queen.http_max_connections = $n\n");
-	$node->reload;
-	return wait_for(sub { (() = slurp_file($node->logfile) =~ /listener \(reloaded\)/g) > $before });
-}
-
 # ---- over queen.http_max_connections: 503 ------------------------------------------
-ok(set_max_connections(20), 'queen.http_max_connections = 20 applied');
+ok(set_max_connections($node, 20), 'queen.http_max_connections = 20 applied');
 my @held = open_idle(20);
 # the backlog is accepted in order: these come after the 20
 my @over = open_idle(5);
@@ -99,7 +89,7 @@ is(scalar(grep { /^HTTP\/1\.1 503 .*too many open connections/s } @got), 5,
 close $_ for @held, @over;
 ok(wait_for(sub { my ($s) = http_request($port, 'GET', '/status'); $s == 200 }),
 	'the listener serves again once they are gone');
-ok(set_max_connections(10000), 'queen.http_max_connections = 10000 applied');
+ok(set_max_connections($node, 10000), 'queen.http_max_connections = 10000 applied');
 
 # ---- out of descriptors: 503 at once, never a hang ---------------------------------
 # Lower the listener's limit from outside, below what its connections need:

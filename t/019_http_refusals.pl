@@ -92,16 +92,6 @@ sub burst
 	return \%count;
 }
 
-# Set queen.http_max_connections and wait until the listener applied it.
-sub set_max_connections
-{
-	my ($n) = @_;
-	my $before = () = slurp_file($node->logfile) =~ /listener \(reloaded\)/g;
-	$node->append_conf('postgresql.conf', "queen.http_max_connections = $n\n");
-	$node->reload;
-	return wait_for(sub { (() = slurp_file($node->logfile) =~ /listener \(reloaded\)/g) > $before });
-}
-
 # ---- at the limit: every client over it reads a whole 503 ------------------------
 # the metrics request itself is one of the connections: 15 held + it = 16
 my @held = map { connect_one() } 1 .. $limit - 1;
@@ -162,7 +152,7 @@ ok(wait_for(sub { (metric($port, 'queen_http_connections_open{listener="0"}') //
 # Lower the listener's open-file limit from outside, below what the burst
 # needs: accept() fails with EMFILE and the spare descriptor takes each
 # client beyond off the backlog to refuse it.
-ok(set_max_connections(10000), 'queen.http_max_connections = 10000 applied');
+ok(set_max_connections($node, 10000), 'queen.http_max_connections = 10000 applied');
 my $listener = last_listener_pid($node);
 is(system('prlimit', "--pid=$listener", '--nofile=60:60'), 0,
 	'lowered the listener\'s open-file limit to 60');

@@ -18,7 +18,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(start_broker http_request http_json push_items wait_for
+our @EXPORT = qw(start_broker set_max_connections http_request http_json push_items wait_for
   wait_healthy raw_exchange metric log_crashes broker_conf verify_results gapless
   run_load stored_frames stored_count buffer_status set_maintenance
   get_maintenance spool_files process_alive last_listener_pid
@@ -148,6 +148,16 @@ sub raw_exchange
 	}
 	close $sock;
 	return $out;
+}
+
+# Set queen.http_max_connections and wait until the listener applied it.
+sub set_max_connections
+{
+	my ($node, $n) = @_;
+	my $before = () = slurp_file($node->logfile) =~ /listener \(reloaded\)/g;
+	$node->append_conf('postgresql.conf', "queen.http_max_connections = $n\n");
+	$node->reload;
+	return wait_for(sub { (() = slurp_file($node->logfile) =~ /listener \(reloaded\)/g) > $before });
 }
 
 # Value of one metric line (exact name with labels) from /metrics/prometheus.
