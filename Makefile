@@ -10,13 +10,15 @@ PGFILEDESC = "queen - partitioned, ordered, durable message queue"
 
 # Two doors over one core (docs/ARCHITECTURE.md, "Source map"):
 # src/core is the codec, validation and the log, src/sql the SQL functions,
-# src/broker the HTTP broker's background workers.
+# src/broker the HTTP broker's background workers: its runtime at the top,
+# one folder per process kind below it (http, listener, shard, maintenance).
 OBJS = \
 	src/module.o \
 	src/guc.o \
 	$(patsubst %.c,%.o,$(sort $(wildcard src/core/*.c))) \
 	$(patsubst %.c,%.o,$(sort $(wildcard src/sql/*.c))) \
-	$(patsubst %.c,%.o,$(sort $(wildcard src/broker/*.c)))
+	$(patsubst %.c,%.o,$(sort $(wildcard src/broker/*.c))) \
+	$(patsubst %.c,%.o,$(sort $(wildcard src/broker/*/*.c)))
 
 # xxHash: XXH3-128 of transactionIds; zstd: segment compression;
 # http-parser: the broker's HTTP/1.1 request parsing.
@@ -27,9 +29,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
 
 # -isystem keeps warnings from PostgreSQL's own headers out of -Wextra,
-# so any warning printed is ours.  Only src/core is on the include path:
-# the broker's files find their own headers beside them, and a core or SQL
-# file that tried to include a broker header would not compile.
+# so any warning printed is ours.  Only src/core is on the include path of
+# every file; src/broker is on the broker's alone (its files name another
+# process's header by folder: "shard/render.h"), so a core or SQL file that
+# tried to include a broker header would not compile.
 PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core
 PG_CFLAGS = -Wall -Wextra
 
@@ -41,7 +44,9 @@ ISOLATION_OPTS = --load-extension=queen
 
 include $(PGXS)
 
+src/broker/%.o src/broker/%.bc: override CPPFLAGS += -I$(srcdir)/src/broker
+
 # Every object depends on every header: few enough that precision is not
 # worth a missed rebuild.
-QUEEN_HEADERS = $(wildcard src/*/*.h)
+QUEEN_HEADERS = $(wildcard src/*/*.h src/broker/*/*.h)
 $(OBJS): $(QUEEN_HEADERS)

@@ -278,7 +278,7 @@ CREATE INDEX idx_log_dlq_partition_failed_at
 	ON queen.log_dlq (partition_id, failed_at DESC);
 
 ------------------------------------------------------------------------------
--- Spool files the broker's maintenance worker has committed (src/broker/drain_file.c).
+-- Spool files the broker's maintenance worker has committed (src/broker/maintenance/drain_file.c).
 -- The row is written in the same transaction as the file's items, so a file
 -- whose deletion a crash interrupted is never replayed twice, whatever the
 -- queues' dedup windows.  A file stored part by part has one row per part

@@ -1,4 +1,4 @@
--- The HTTP push body parser (src/broker/push_body.c) through queen._parse_push_body:
+-- The HTTP push body parser (src/broker/listener/push_body.c) through queen._parse_push_body:
 -- "error: <message>" or one line per item, queue|partition|txn|payload.
 
 -- Payloads come back byte for byte as sent, whitespace included; absent

@@ -11,6 +11,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "queen.h"
 #include "broker/worker.h"
 #include "wait.h"

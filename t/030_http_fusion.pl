@@ -144,7 +144,7 @@ for my $queue (qw(l2 bm))
 
 # ---- queen.fusion_min_frames --------------------------------------------------------
 # The floor holds a shard's ready groups until one has that many frames or
-# has waited 2 ms (src/broker/shard.c); a lone push never reaches a floor of a
+# has waited 2 ms (src/broker/shard/shard.c); a lone push never reaches a floor of a
 # million, so only the 2 ms bound lets it through.  The hold itself is
 # too short to assert without timing it.
 {

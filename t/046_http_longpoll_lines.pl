@@ -1,4 +1,4 @@
-# Parked pops wait in lines (src/broker/longpoll.c): a push wakes the head
+# Parked pops wait in lines (src/broker/listener/longpoll.c): a push wakes the head
 # of each line, not every parked pop, so the pops a listener sends again per
 # push stay a small constant however many are parked
 # (queen_long_poll_resends_total); a line is served in the order its pops

@@ -217,7 +217,7 @@ typedef struct QueenPermitPool
 } QueenPermitPool;
 
 /*
- * The spool's shared state (spool.c, maintenance.c, drain.c).  The
+ * The spool's shared state (spool.c, maintenance_mode.c, maintenance_worker.c).  The
  * maintenance flag is authoritative here; the state file in the spool
  * directory keeps it across restarts.  The gauges are written by the
  * maintenance worker.

@@ -37,6 +37,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "worker.h"
 
 #include "access/heapam.h"

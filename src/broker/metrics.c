@@ -13,9 +13,11 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "broker.h"
 #include "log_read.h"
-#include "spool.h"
+#include "maintenance/spool.h"
 
 #include "utils/json.h"
 #include "utils/timestamp.h"

@@ -18,6 +18,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "broker.h"
 
 #include "nodes/pg_list.h"

@@ -10,8 +10,6 @@
 #ifndef QUEEN_RING_H
 #define QUEEN_RING_H
 
-#include "postgres.h"
-
 #include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "storage/spin.h"

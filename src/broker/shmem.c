@@ -12,7 +12,7 @@
  * once in shmem_startup_hook under AddinShmemInitLock.  After a crash the
  * postmaster reinitialises shared memory, so every ring and counter starts
  * clean together with the restarted workers; only maintenance mode is
- * carried over, from its state file (maintenance.c).
+ * carried over, from its state file (maintenance_mode.c).
  *
  * What fills the permit pool and the maintenance flag is handed in by the
  * worker runtime (worker.c, queen_shmem_install), so this file, the bottom
@@ -25,6 +25,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "broker.h"
 
 #include "miscadmin.h"

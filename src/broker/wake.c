@@ -33,6 +33,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "broker.h"
 #include "spi.h"
 #include "wait.h"

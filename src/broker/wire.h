@@ -10,8 +10,6 @@
 #ifndef QUEEN_WIRE_H
 #define QUEEN_WIRE_H
 
-#include "postgres.h"
-
 #include "lib/stringinfo.h"
 #include "utils/uuid.h"
 

@@ -23,14 +23,16 @@
  * wait for it before they connect (dbwatch.c).
  *
  * This file calls down into shmem.c (the layout and the slots),
- * permits.c and maintenance.c (what fills shared memory at start); none
+ * permits.c and maintenance_mode.c (what fills shared memory at start); none
  * of those calls back up, so the call graph has no cycle.
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "worker.h"
 #include "permits.h"
-#include "spool.h"
+#include "maintenance/spool.h"
 
 #include "access/xact.h"
 #include "commands/extension.h"

@@ -34,6 +34,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "ack_int.h"
 #include "wait.h"
 #include "hash_refs.h"

@@ -9,6 +9,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "ack_int.h"
 #include "log_read.h"
 #include "spi.h"

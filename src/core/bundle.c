@@ -20,6 +20,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "bundle.h"
 #include "log_read.h"
 #include "log_write.h"

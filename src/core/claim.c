@@ -22,6 +22,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "claim_int.h"
 #include "log_read.h"
 #include "log_write.h"

@@ -30,6 +30,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "configure_parse.h"
 #include "dedup_cache.h"
 #include "dedup_runs.h"

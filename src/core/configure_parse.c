@@ -13,6 +13,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "configure_parse.h"
 
 #include "common/jsonapi.h"

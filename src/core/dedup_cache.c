@@ -53,6 +53,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "queen.h"
 #include "dedup_cache.h"
 #include "hash_refs.h"

@@ -33,6 +33,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "queen.h"
 #include "dedup_runs.h"
 #include "spi.h"

@@ -15,6 +15,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "hash_refs.h"
 
 #include "common/pg_prng.h"

@@ -30,6 +30,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "queen.h"
 #include "log_write_int.h"
 #include "spi.h"

@@ -14,6 +14,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "queen.h"
 #include "log_read.h"
 #include "spi.h"

@@ -20,6 +20,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "queen.h"
 #include "log_write_int.h"
 #include "spi.h"

@@ -14,8 +14,6 @@
 #ifndef QUEEN_H
 #define QUEEN_H
 
-#include "postgres.h"
-
 #include "lib/stringinfo.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"

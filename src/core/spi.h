@@ -16,8 +16,6 @@
 #ifndef QUEEN_SPI_H
 #define QUEEN_SPI_H
 
-#include "postgres.h"
-
 #include "access/htup.h"
 #include "access/tupdesc.h"
 #include "executor/spi.h"

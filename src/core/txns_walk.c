@@ -23,6 +23,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "queen.h"
 #include "spi.h"
 #include "txns_walk.h"

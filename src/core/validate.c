@@ -13,6 +13,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "queen.h"
 
 #include "common/jsonapi.h"

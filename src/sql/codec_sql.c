@@ -12,6 +12,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "queen.h"
 
 #include "catalog/pg_type.h"

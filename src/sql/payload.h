@@ -10,8 +10,6 @@
 #ifndef QUEEN_SQL_PAYLOAD_H
 #define QUEEN_SQL_PAYLOAD_H
 
-#include "postgres.h"
-
 /* The jsonb of a stored payload, or (Datum) 0 with *problem set. */
 extern Datum queen_payload_jsonb(const char *payload, size_t len, char **problem);
 

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
- * maintenance.c
+ * maintenance_mode.c
  *	  Maintenance mode: the flag that sends pushes to the disk spool, its
  *	  state file, and the JSON of the buffer routes.  The worker that drains
- *	  the spool once the flag is off is drain.c.
+ *	  the spool once the flag is off is maintenance_worker.c.
  *
  * The flag.  Shared memory holds it (the shards read it before every
  * flush); maintenance.state in the spool directory keeps it across
@@ -15,6 +15,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "broker.h"
 #include "spool.h"
 

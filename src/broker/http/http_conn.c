@@ -11,6 +11,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "http_int.h"
 
 #include <netinet/in.h>

@@ -20,6 +20,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "shard.h"
 #include "render.h"
 #include "spi.h"

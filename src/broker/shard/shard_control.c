@@ -15,6 +15,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "shard.h"
 #include "configure.h"
 #include "worker.h"

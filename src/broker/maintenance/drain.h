@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * drain.h
- *	  Between the maintenance worker's schedule (drain.c) and the draining
+ *	  Between the maintenance worker's schedule (maintenance_worker.c) and the draining
  *	  of one spool file (drain_file.c): a file's outcome, and the sets of
  *	  partitions an unfinished file holds back.
  *

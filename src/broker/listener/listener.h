@@ -13,7 +13,7 @@
 #define QUEEN_LISTENER_H
 
 #include "broker.h"
-#include "http.h"
+#include "http/http.h"
 #include "push_body.h"
 
 #include "datatype/timestamp.h"

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * drain.c
+ * maintenance_worker.c
  *	  The maintenance worker, which drains the disk spool (spool.c) into
- *	  the database exactly once while maintenance mode (maintenance.c) is
+ *	  the database exactly once while maintenance mode (maintenance_mode.c) is
  *	  off, samples the consumer lag for /metrics (lag.c) and sorts stored
  *	  hashes into dedup runs (dedup_index.c).
  *
@@ -41,6 +41,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "drain.h"
 #include "spool.h"
 #include "worker.h"

@@ -28,8 +28,6 @@
 #ifndef QUEEN_HTTP_H
 #define QUEEN_HTTP_H
 
-#include "postgres.h"
-
 typedef struct QueenHttpServer QueenHttpServer;
 typedef struct QueenHttpRequest QueenHttpRequest;
 

@@ -23,9 +23,11 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "listener.h"
 #include "routes.h"
-#include "spool.h"
+#include "maintenance/spool.h"
 #include "wire.h"
 #include "worker.h"
 

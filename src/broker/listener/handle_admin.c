@@ -9,14 +9,16 @@
  * (/health, /api/v1/configure, DELETE of a queue) are handed to a shard as
  * control requests, so this process never blocks on SQL; the shard's reply
  * comes back through listener.c.  Maintenance mode and the spool's state
- * are in shared memory (maintenance.c) and are answered here; switching the
+ * are in shared memory (maintenance_mode.c) and are answered here; switching the
  * mode writes its small state file, the one synchronous write the
  * listener's loop makes, and only on that admin request.
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "listener.h"
-#include "spool.h"
+#include "maintenance/spool.h"
 #include "routes.h"
 #include "wire.h"
 

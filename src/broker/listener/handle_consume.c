@@ -24,6 +24,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "listener.h"
 #include "consume.h"
 #include "consume_body.h"

@@ -15,7 +15,7 @@
 #ifndef QUEEN_ROUTES_H
 #define QUEEN_ROUTES_H
 
-#include "http.h"
+#include "http/http.h"
 
 /* Most :params in one pattern. */
 #define QUEEN_ROUTE_MAX_PARAMS	4

@@ -9,6 +9,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "shard_groups.h"
 
 #include "common/hashfn.h"

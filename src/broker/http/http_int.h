@@ -53,8 +53,6 @@
 #ifndef QUEEN_HTTP_INT_H
 #define QUEEN_HTTP_INT_H
 
-#include "postgres.h"
-
 #include <http_parser.h>
 
 #include "lib/ilist.h"

@@ -12,7 +12,7 @@
  *
  * while it is being written, renamed to "...-n<items>.buf" once finished
  * (idle for QUEEN_SPOOL_IDLE_MS, or big enough).  Names sort oldest first;
- * the maintenance worker (drain.c) drains only .buf files.  A
+ * the maintenance worker (maintenance_worker.c) drains only .buf files.  A
  * listener that spools the items of a shard that died in flight writes a
  * whole file at once instead (queen_spool_write_file), as ".part" until
  * it is durable, with owner QUEEN_MAX_SHARDS + its index in place of the
@@ -45,6 +45,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "spool.h"
 
 #include <dirent.h>

@@ -14,6 +14,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "broker.h"
 #include "spi.h"
 #include "worker.h"

@@ -11,6 +11,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "broker.h"
 #include "dedup_runs.h"
 #include "worker.h"

@@ -16,6 +16,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "listener.h"
 #include "bundle.h"
 #include "routes.h"

@@ -52,6 +52,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "listener.h"
 #include "routes.h"
 #include "wire.h"

@@ -2,8 +2,8 @@
  *
  * spool.h
  *	  The disk spool (spool.c: files, records, quarantine) and maintenance
- *	  mode (maintenance.c: the flag and the buffer routes' JSON), which the
- *	  shards write to, the listeners answer from, and the drain (drain.c)
+ *	  mode (maintenance_mode.c: the flag and the buffer routes' JSON), which the
+ *	  shards write to, the listeners answer from, and the drain (maintenance_worker.c)
  *	  empties.
  *
  * Their shared state is part of the shared-memory layout (broker.h).
@@ -53,7 +53,7 @@ extern uint64 queen_spool_file_items(const char *name);
 extern void queen_spool_failed_stats(uint64 *files, uint64 *bytes, uint64 *items);
 extern bool queen_spool_quarantine(const char *name, const char *data, Size len, char **why);
 
-/* Maintenance mode (maintenance.c) */
+/* Maintenance mode (maintenance_mode.c) */
 extern void queen_maintenance_load(void);
 extern bool queen_maintenance_on(void);
 extern uint64 queen_spool_pending(void);

@@ -27,6 +27,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "push_body.h"
 
 #include "common/jsonapi.h"

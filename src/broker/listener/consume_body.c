@@ -16,6 +16,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "consume_body.h"
 #include "push_body.h"
 #include "routes.h"

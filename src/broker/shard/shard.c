@@ -48,11 +48,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "shard.h"
 #include "shard_groups.h"
 #include "bundle.h"
 #include "permits.h"
-#include "spool.h"
+#include "maintenance/spool.h"
 #include "worker.h"
 
 #include "lib/ilist.h"

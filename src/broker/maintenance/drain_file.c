@@ -4,7 +4,7 @@
  *	  Draining one finished spool file exactly once: whole in one
  *	  transaction, else partition by partition and item by item, each part
  *	  recorded under its own key in queen.spool_drained; what the database
- *	  refuses for good is quarantined.  The maintenance worker (drain.c)
+ *	  refuses for good is quarantined.  The maintenance worker (maintenance_worker.c)
  *	  decides which file goes when; its header tells the whole story.
  *
  * Every transaction goes through the worker runtime's runner (worker.c,
@@ -13,6 +13,8 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "postgres.h"
+
 #include "drain.h"
 #include "bundle.h"
 #include "spi.h"
