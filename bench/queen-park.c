@@ -1,11 +1,12 @@
 /*
  * queen-park: keeps long-polls parked on Queen's broker, and times wake-ups.
  *
- * Parked pops are the load under study (docs/BENCHMARKS.md, "Parked pops
- * and pushes"): thousands of them must stay parked for the whole of a
- * measurement, each on a keep-alive connection of its own, and be sent
- * again the moment one is answered.  Perl's select() stops at 1,024
- * descriptors, so this is a small epoll client like bench/queen-load.
+ * Parked pops are the load under study
+ * (docs/benchmarks/2026-12-05-finding9-parked-pops.md): thousands of them
+ * must stay parked for the whole of a measurement, each on a keep-alive
+ * connection of its own, and be sent again the moment one is answered.
+ * Perl's select() stops at 1,024 descriptors, so this is a small epoll
+ * client like bench/queen-load.
  *
  *   queen-park --port P --path '/api/v1/pop/queue/q?wait=true&timeout=30000' --count N
  *       keeps N pops of the path outstanding until SIGTERM or SIGINT, then
