@@ -8,7 +8,8 @@
  * decoder never reads past a message: one shorter than its fields say
  * marks the reader bad, and the caller drops it.  Decoded strings point
  * into the message, which must outlive them.  A new message type is a
- * struct in broker.h and a pair here.
+ * struct in wire.h and a pair here; a new control operation's arguments
+ * are a layout in its row (ops.c), not code here.
  *
  *-------------------------------------------------------------------------
  */
@@ -272,10 +273,12 @@ queen_wire_get_reply(QueenMsgReader *r, QueenWireReply *m)
 }
 
 /* ----------------------------------------------------------------
- *		The arguments of the consumption ops
+ *		The arguments of control operations
  *
- * They travel as a CONTROL message's argument, so the control path
- * (queuing, a transaction of its own, the REPLY) serves them unchanged.
+ * They travel as a CONTROL message's argument, laid out by the fields the
+ * operation's row names (ops.c): each field in order, a text as a u32
+ * length and its bytes.  One walker writes and reads every operation's
+ * arguments, so an operation's layout is stated once, as data.
  * ----------------------------------------------------------------
  */
 
@@ -289,63 +292,83 @@ queen_wire_reader(QueenMsgReader *r, const char *data, Size len)
 	r->bad = false;
 }
 
-static void
-queen_msg_put_text(StringInfo buf, QueenWireText t)
-{
-	queen_msg_put_u32(buf, t.len);
-	queen_msg_put(buf, t.data, t.len);
-}
-
-static QueenWireText
-queen_msg_get_text(QueenMsgReader *r)
-{
-	QueenWireText t;
-
-	t.len = queen_msg_get_u32(r);
-	t.data = queen_msg_get(r, t.len);
-	if (t.data == NULL)
-		t.len = 0;
-	return t;
-}
-
-/*
- * POP: texts queue, partition, namespace, task, group, subscriptionMode,
- * subscriptionFrom; i32 batch, partitions, leaseSeconds; u8 autoAck;
- * i64 retry_until.
- */
 void
-queen_wire_put_pop(StringInfo arg, const QueenWirePop *m)
+queen_wire_put_fields(StringInfo arg, const QueenWireLayout *layout, const void *m)
 {
-	queen_msg_put_text(arg, m->queue);
-	queen_msg_put_text(arg, m->partition);
-	queen_msg_put_text(arg, m->namespace_name);
-	queen_msg_put_text(arg, m->task);
-	queen_msg_put_text(arg, m->group);
-	queen_msg_put_text(arg, m->sub_mode);
-	queen_msg_put_text(arg, m->sub_from);
-	queen_msg_put_u32(arg, (uint32) m->batch);
-	queen_msg_put_u32(arg, (uint32) m->max_partitions);
-	queen_msg_put_u32(arg, (uint32) m->lease_seconds);
-	queen_msg_put_u8(arg, m->auto_ack);
-	queen_msg_put_u64(arg, (uint64) m->retry_until);
+	static const char zero[UUID_LEN];
+	int			i;
+
+	for (i = 0; i < layout->nfields; i++)
+	{
+		const char *f = (const char *) m + layout->fields[i].offset;
+
+		switch ((QueenWireKind) layout->fields[i].kind)
+		{
+			case QUEEN_WIRE_TEXT:
+				{
+					const QueenWireText *t = (const QueenWireText *) f;
+
+					queen_msg_put_u32(arg, t->len);
+					queen_msg_put(arg, t->data, t->len);
+					break;
+				}
+			case QUEEN_WIRE_U8:
+				queen_msg_put_u8(arg, *(const uint8 *) f);
+				break;
+			case QUEEN_WIRE_I32:
+				queen_msg_put_u32(arg, (uint32) *(const int32 *) f);
+				break;
+			case QUEEN_WIRE_I64:
+				queen_msg_put_u64(arg, (uint64) *(const int64 *) f);
+				break;
+			case QUEEN_WIRE_UUID:
+				{
+					const char *id = *(const char *const *) f;
+
+					queen_msg_put(arg, id ? id : zero, UUID_LEN);
+					break;
+				}
+		}
+	}
 }
 
+/* Fill m from the fields; false when the argument ran short. */
 bool
-queen_wire_get_pop(QueenMsgReader *r, QueenWirePop *m)
+queen_wire_get_fields(QueenMsgReader *r, const QueenWireLayout *layout, void *m)
 {
-	m->queue = queen_msg_get_text(r);
-	m->partition = queen_msg_get_text(r);
-	m->namespace_name = queen_msg_get_text(r);
-	m->task = queen_msg_get_text(r);
-	m->group = queen_msg_get_text(r);
-	m->sub_mode = queen_msg_get_text(r);
-	m->sub_from = queen_msg_get_text(r);
-	m->batch = (int32) queen_msg_get_u32(r);
-	m->max_partitions = (int32) queen_msg_get_u32(r);
-	m->lease_seconds = (int32) queen_msg_get_u32(r);
-	m->auto_ack = queen_msg_get_u8(r);
-	m->retry_until = (int64) queen_msg_get_u64(r);
-	return !r->bad && r->pos == r->len;
+	int			i;
+
+	for (i = 0; i < layout->nfields; i++)
+	{
+		char	   *f = (char *) m + layout->fields[i].offset;
+
+		switch ((QueenWireKind) layout->fields[i].kind)
+		{
+			case QUEEN_WIRE_TEXT:
+				{
+					QueenWireText *t = (QueenWireText *) f;
+
+					t->len = queen_msg_get_u32(r);
+					t->data = queen_msg_get(r, t->len);
+					if (t->data == NULL)
+						t->len = 0;
+					break;
+				}
+			case QUEEN_WIRE_U8:
+				*(uint8 *) f = queen_msg_get_u8(r);
+				break;
+			case QUEEN_WIRE_I32:
+				*(int32 *) f = (int32) queen_msg_get_u32(r);
+				break;
+			case QUEEN_WIRE_I64:
+				*(int64 *) f = (int64) queen_msg_get_u64(r);
+				break;
+			case QUEEN_WIRE_UUID:
+				*(const char **) f = queen_msg_get(r, UUID_LEN);
+				break;
+		}
+	}
+	return !r->bad;
 }
 
 /*
@@ -370,111 +393,4 @@ queen_wire_get_pop_hint(const char *body, Size len, int64 *retry_at, uint8 *flag
 	*retry_at = (int64) queen_msg_get_u64(&r);
 	*flags = queen_msg_get_u8(&r);
 	return !r.bad && r.pos == r.len;
-}
-
-/* ACK: text group, u32 item count; the items follow. */
-void
-queen_wire_put_ack(StringInfo arg, const QueenWireAck *m)
-{
-	queen_msg_put_text(arg, m->group);
-	queen_msg_put_u32(arg, m->nitems);
-}
-
-bool
-queen_wire_get_ack(QueenMsgReader *r, QueenWireAck *m)
-{
-	m->group = queen_msg_get_text(r);
-	m->nitems = queen_msg_get_u32(r);
-	return !r->bad;
-}
-
-/*
- * One ack item: u8 flags, 16-byte partition id, texts transactionId,
- * status, leaseId, error, problem.
- */
-void
-queen_wire_put_ack_item(StringInfo arg, const QueenWireAckItem *m)
-{
-	static const char zero[UUID_LEN];
-
-	queen_msg_put_u8(arg, m->flags);
-	queen_msg_put(arg, m->partition_id ? m->partition_id : zero, UUID_LEN);
-	queen_msg_put_text(arg, m->txn);
-	queen_msg_put_text(arg, m->status);
-	queen_msg_put_text(arg, m->lease);
-	queen_msg_put_text(arg, m->error);
-	queen_msg_put_text(arg, m->problem);
-}
-
-bool
-queen_wire_get_ack_item(QueenMsgReader *r, QueenWireAckItem *m)
-{
-	m->flags = queen_msg_get_u8(r);
-	m->partition_id = queen_msg_get(r, UUID_LEN);
-	m->txn = queen_msg_get_text(r);
-	m->status = queen_msg_get_text(r);
-	m->lease = queen_msg_get_text(r);
-	m->error = queen_msg_get_text(r);
-	m->problem = queen_msg_get_text(r);
-	return !r->bad;
-}
-
-/* RENEW: text leaseId, i32 seconds. */
-void
-queen_wire_put_renew(StringInfo arg, const QueenWireRenew *m)
-{
-	queen_msg_put_text(arg, m->lease);
-	queen_msg_put_u32(arg, (uint32) m->seconds);
-}
-
-bool
-queen_wire_get_renew(QueenMsgReader *r, QueenWireRenew *m)
-{
-	m->lease = queen_msg_get_text(r);
-	m->seconds = (int32) queen_msg_get_u32(r);
-	return !r->bad && r->pos == r->len;
-}
-
-/* DLQ: texts queue, consumerGroup, partition, from, to; i32 limit; i64 offset. */
-void
-queen_wire_put_dlq(StringInfo arg, const QueenWireDlq *m)
-{
-	queen_msg_put_text(arg, m->queue);
-	queen_msg_put_text(arg, m->group);
-	queen_msg_put_text(arg, m->partition);
-	queen_msg_put_text(arg, m->from);
-	queen_msg_put_text(arg, m->to);
-	queen_msg_put_u32(arg, (uint32) m->limit);
-	queen_msg_put_u64(arg, (uint64) m->offset);
-}
-
-bool
-queen_wire_get_dlq(QueenMsgReader *r, QueenWireDlq *m)
-{
-	m->queue = queen_msg_get_text(r);
-	m->group = queen_msg_get_text(r);
-	m->partition = queen_msg_get_text(r);
-	m->from = queen_msg_get_text(r);
-	m->to = queen_msg_get_text(r);
-	m->limit = (int32) queen_msg_get_u32(r);
-	m->offset = (int64) queen_msg_get_u64(r);
-	return !r->bad && r->pos == r->len;
-}
-
-/* DELETE_GROUP: texts group, queue; u8 deleteMetadata. */
-void
-queen_wire_put_group_delete(StringInfo arg, const QueenWireGroupDelete *m)
-{
-	queen_msg_put_text(arg, m->group);
-	queen_msg_put_text(arg, m->queue);
-	queen_msg_put_u8(arg, m->delete_metadata);
-}
-
-bool
-queen_wire_get_group_delete(QueenMsgReader *r, QueenWireGroupDelete *m)
-{
-	m->group = queen_msg_get_text(r);
-	m->queue = queen_msg_get_text(r);
-	m->delete_metadata = queen_msg_get_u8(r);
-	return !r->bad && r->pos == r->len;
 }

@@ -21,22 +21,6 @@ typedef enum QueenMsgType
 	QUEEN_MSG_REPLY
 } QueenMsgType;
 
-typedef enum QueenControlOp
-{
-	QUEEN_CONTROL_HEALTH = 1,
-	QUEEN_CONTROL_CONFIGURE,
-	QUEEN_CONTROL_DELETE_QUEUE,
-	/* consumption (shard_consume.c); argument encodings below */
-	QUEEN_CONTROL_POP,
-	QUEEN_CONTROL_ACK,
-	QUEEN_CONTROL_RENEW,
-	QUEEN_CONTROL_DLQ,
-	QUEEN_CONTROL_DELETE_GROUP
-} QueenControlOp;
-
-/* Is this a consumption op?  Its outcome is unknown if the shard ends. */
-#define QUEEN_CONTROL_CONSUMES(op)	((op) >= QUEEN_CONTROL_POP)
-
 /* Outcome of a whole group. */
 typedef enum QueenGroupOutcome
 {
@@ -103,8 +87,11 @@ typedef struct QueenWireReply
 } QueenWireReply;
 
 /*
- * The arguments of the consumption ops.  A text is a u32 length and bytes;
- * length 0 means absent wherever an empty value means nothing.
+ * A control operation's arguments: a struct of these kinds of fields, and
+ * its layout, the fields in the order they travel (ops.c states each one).
+ * A text is a u32 length and bytes; length 0 means absent wherever an
+ * empty value means nothing.  A uuid is a pointer to 16 bytes (NULL writes
+ * zeros).
  */
 typedef struct QueenWireText
 {
@@ -112,74 +99,34 @@ typedef struct QueenWireText
 	uint32		len;
 } QueenWireText;
 
-/* POP: queue (absent for discovery), partition (absent: any), the rest of 4.1 */
-typedef struct QueenWirePop
+typedef enum QueenWireKind
 {
-	QueenWireText queue;
-	QueenWireText partition;
-	QueenWireText namespace_name;
-	QueenWireText task;
-	QueenWireText group;		/* absent: queue mode */
-	QueenWireText sub_mode;
-	QueenWireText sub_from;
-	int32		batch;
-	int32		max_partitions;
-	int32		lease_seconds;
-	uint8		auto_ack;
-	int64		retry_until;	/* QueenPopRequest.retry_until */
-} QueenWirePop;
+	QUEEN_WIRE_TEXT,			/* QueenWireText */
+	QUEEN_WIRE_U8,				/* uint8 */
+	QUEEN_WIRE_I32,				/* int32 */
+	QUEEN_WIRE_I64,				/* int64 */
+	QUEEN_WIRE_UUID				/* const char *, UUID_LEN bytes */
+} QueenWireKind;
+
+typedef struct QueenWireField
+{
+	uint8		kind;			/* QueenWireKind */
+	uint16		offset;			/* in the struct */
+} QueenWireField;
+
+#define QUEEN_WIRE_FIELD(type, member, kind) {(kind), offsetof(type, member)}
+
+typedef struct QueenWireLayout
+{
+	const QueenWireField *fields;
+	int			nfields;
+	Size		size;			/* of the struct */
+} QueenWireLayout;
+
+#define QUEEN_WIRE_LAYOUT(type, fields) {(fields), lengthof(fields), sizeof(type)}
 
 /* The pop hint's flags: a discovery that matched no queue at all. */
 #define QUEEN_POP_HINT_NO_QUEUE		0x01
-
-/* ACK: the group, then nitems items (queen_wire_put_ack_item). */
-typedef struct QueenWireAck
-{
-	QueenWireText group;		/* absent: queue mode */
-	uint32		nitems;
-} QueenWireAck;
-
-#define QUEEN_ACK_ITEM_VALID		0x01	/* else problem says why */
-#define QUEEN_ACK_ITEM_STATUS		0x02	/* a status was given (not null) */
-#define QUEEN_ACK_ITEM_ERROR		0x04	/* an error text was given */
-
-typedef struct QueenWireAckItem
-{
-	uint8		flags;
-	const char *partition_id;	/* UUID_LEN bytes */
-	QueenWireText txn;
-	QueenWireText status;
-	QueenWireText lease;
-	QueenWireText error;
-	QueenWireText problem;		/* why an invalid item is not applied */
-} QueenWireAckItem;
-
-/* RENEW: every lease held under the id, by seconds. */
-typedef struct QueenWireRenew
-{
-	QueenWireText lease;
-	int32		seconds;
-} QueenWireRenew;
-
-/* DLQ: the listing's filter; from and to as the client wrote them. */
-typedef struct QueenWireDlq
-{
-	QueenWireText queue;
-	QueenWireText group;
-	QueenWireText partition;
-	QueenWireText from;
-	QueenWireText to;
-	int32		limit;
-	int64		offset;
-} QueenWireDlq;
-
-/* DELETE_GROUP: the group on every queue of the tenant, or on one. */
-typedef struct QueenWireGroupDelete
-{
-	QueenWireText group;
-	QueenWireText queue;		/* absent: every queue */
-	uint8		delete_metadata;
-} QueenWireGroupDelete;
 
 extern StringInfo queen_wire_new(MemoryContext cxt);
 extern uint8 queen_wire_get_head(QueenMsgReader *r, StringInfo msg, uint64 *request);
@@ -195,20 +142,10 @@ extern void queen_wire_put_reply(StringInfo msg, const QueenWireReply *m);
 extern bool queen_wire_get_reply(QueenMsgReader *r, QueenWireReply *m);
 
 extern void queen_wire_reader(QueenMsgReader *r, const char *data, Size len);
-extern void queen_wire_put_pop(StringInfo arg, const QueenWirePop *m);
-extern bool queen_wire_get_pop(QueenMsgReader *r, QueenWirePop *m);
+extern void queen_wire_put_fields(StringInfo arg, const QueenWireLayout *layout, const void *m);
+extern bool queen_wire_get_fields(QueenMsgReader *r, const QueenWireLayout *layout, void *m);
 extern void queen_wire_put_pop_hint(StringInfo body, int64 retry_at, uint8 flags);
 extern bool queen_wire_get_pop_hint(const char *body, Size len, int64 *retry_at,
 									uint8 *flags);
-extern void queen_wire_put_ack(StringInfo arg, const QueenWireAck *m);
-extern bool queen_wire_get_ack(QueenMsgReader *r, QueenWireAck *m);
-extern void queen_wire_put_ack_item(StringInfo arg, const QueenWireAckItem *m);
-extern bool queen_wire_get_ack_item(QueenMsgReader *r, QueenWireAckItem *m);
-extern void queen_wire_put_renew(StringInfo arg, const QueenWireRenew *m);
-extern bool queen_wire_get_renew(QueenMsgReader *r, QueenWireRenew *m);
-extern void queen_wire_put_dlq(StringInfo arg, const QueenWireDlq *m);
-extern bool queen_wire_get_dlq(QueenMsgReader *r, QueenWireDlq *m);
-extern void queen_wire_put_group_delete(StringInfo arg, const QueenWireGroupDelete *m);
-extern bool queen_wire_get_group_delete(QueenMsgReader *r, QueenWireGroupDelete *m);
 
 #endif							/* QUEEN_WIRE_H */

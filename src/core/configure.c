@@ -1,16 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * configure.c
- *	  Queue configuration: POST /api/v1/configure and
- *	  DELETE /api/v1/resources/queues/:queue, for the broker and, through
- *	  configure_sql.c, as queen.configure_queue_v1 and queen.delete_queue_v1.
+ *	  Queue configuration and deletion, for the broker's configure and
+ *	  delete-queue operations and, through configure_sql.c, as
+ *	  queen.configure_queue_v1 and queen.delete_queue_v1.
  *
  * This file owns every write to queen.queues other than the implicit
  * creation by a push (log_write.c), and the removal of a queue with
  * everything under it.  Both cores run inside a transaction their caller
- * started and answer with an HTTP status and a JSON body instead of
- * raising for what the client got wrong, so the broker can reply without
- * unwinding; they raise only when the database fails.  The body is parsed
+ * started and return what the client got wrong (QueenCfgError) instead of
+ * raising it, so the broker can answer without unwinding; they raise only
+ * when the database fails.  What they return is C: each door renders it.
+ * The body is parsed
  * and validated first (configure_parse.c), so a refused body writes
  * nothing.
  *
@@ -43,7 +44,6 @@
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
-#include "utils/json.h"
 
 /* ----------------------------------------------------------------
  *		Statements
@@ -253,14 +253,6 @@ queen_cfg_text_column(int col, MemoryContext cxt)
  * ----------------------------------------------------------------
  */
 
-/* The effective configuration of the queue after the call. */
-typedef struct QueenCfgResult
-{
-	pg_uuid_t	id;
-	char	   *label[2];		/* namespace, task */
-	int32		ival[QUEEN_NOPTIONS];
-	char	   *sval[QUEEN_NOPTIONS];
-} QueenCfgResult;
 
 static void
 queen_cfg_default(int i, QueenCfgResult *res)
@@ -459,108 +451,37 @@ queen_cfg_apply(const pg_uuid_t *tenant, const QueenCfgRequest *req,
 	SPI_finish();
 }
 
-/* Queen's echo: the effective row, every option under its JSON name. */
-static void
-queen_cfg_echo(StringInfo out, const char *queue, const QueenCfgResult *res)
-{
-	char		id[UUID_LEN * 2 + 5];
-	int			i;
-
-	queen_uuid_format(&res->id, id);
-	appendStringInfo(out, "{\"configured\":true,\"queueId\":\"%s\",\"partitionId\":null,\"queue\":", id);
-	escape_json(out, queue);
-	appendStringInfoString(out, ",\"namespace\":");
-	escape_json(out, res->label[0]);
-	appendStringInfoString(out, ",\"task\":");
-	escape_json(out, res->label[1]);
-	/* a literal Queen keeps on the wire since it has one storage engine */
-	appendStringInfoString(out, ",\"storage\":\"segments\",\"options\":{");
-	for (i = 0; i < QUEEN_NOPTIONS; i++)
-	{
-		if (i > 0)
-			appendStringInfoChar(out, ',');
-		escape_json(out, queen_options[i].json);
-		appendStringInfoChar(out, ':');
-		switch (queen_options[i].type)
-		{
-			case QUEEN_OPT_INT:
-				appendStringInfo(out, "%d", res->ival[i]);
-				break;
-			case QUEEN_OPT_BOOL:
-				appendStringInfoString(out, res->ival[i] ? "true" : "false");
-				break;
-			case QUEEN_OPT_TEXT:
-				escape_json(out, res->sval[i]);
-				break;
-		}
-	}
-	appendStringInfoString(out, "}}");
-}
-
 /*
  * The broker's shards keep serving while the extension is dropped and
- * created again, so a control request can find its tables gone: that is
- * 503, as for a push, not the 500 of the statement that would fail.
+ * created again, so a control request can find its tables gone: the
+ * broker asks first and refuses as for a push, not with the error of the
+ * statement that would fail.
  */
-static bool
-queen_cfg_extension_missing(StringInfo out)
+bool
+queen_extension_installed(void)
 {
-	if (OidIsValid(get_extension_oid("queen", true)))
-		return false;
-	appendStringInfoString(out, "{\"error\":\"extension queen is not installed in the broker's database\"}");
-	return true;
-}
-
-static void
-queen_cfg_error_body(StringInfo out, const QueenCfgError *err)
-{
-	appendStringInfoString(out, "{\"error\":");
-	escape_json(out, err->message);
-	if (err->invalid != NULL)
-	{
-		appendStringInfoString(out, ",\"invalid\":");
-		escape_json(out, err->invalid);
-	}
-	appendStringInfoChar(out, '}');
-}
-
-/* Both doors: 200 and the echo, or 400 and err filled in (nothing written). */
-int
-queen_configure_body(const pg_uuid_t *tenant, const char *body, size_t len,
-					 StringInfo out, QueenCfgError *err)
-{
-	QueenCfgRequest req;
-	QueenCfgResult res;
-
-	if (!queen_cfg_parse(body, len, &req, err))
-		return 400;
-	memset(&res, 0, sizeof(res));
-	queen_cfg_apply(tenant, &req, &res, CurrentMemoryContext);
-	queen_cfg_echo(out, req.queue, &res);
-	return 200;
+	return OidIsValid(get_extension_oid("queen", true));
 }
 
 /*
- * POST /api/v1/configure, in the caller's transaction.  body need not be
- * NUL-terminated.  Returns 200 with Queen's echo appended to out, or 400
- * with {"error": ..., "invalid": <key>} and nothing written.  Raises only
- * when the database fails; SPI is connected and finished here, and an
- * ERROR leaves the connection to the (sub)transaction abort, as in the
- * allocator.
+ * Configure a queue from a body (need not be NUL-terminated), in the
+ * caller's transaction: true and the effective configuration in res, or
+ * false with err filled in and nothing written.  Raises only when the
+ * database fails; SPI is connected and finished here, and an ERROR leaves
+ * the connection to the (sub)transaction abort, as in the allocator.
  */
-int
-queen_configure_queue(const pg_uuid_t *tenant, const char *body, size_t len,
-					  StringInfo out)
+bool
+queen_configure(const pg_uuid_t *tenant, const char *body, size_t len,
+				QueenCfgResult *res, QueenCfgError *err)
 {
-	QueenCfgError err;
-	int			status;
+	QueenCfgRequest req;
 
-	if (queen_cfg_extension_missing(out))
-		return 503;
-	status = queen_configure_body(tenant, body, len, out, &err);
-	if (status != 200)
-		queen_cfg_error_body(out, &err);
-	return status;
+	memset(res, 0, sizeof(*res));
+	if (!queen_cfg_parse(body, len, &req, err))
+		return false;
+	queen_cfg_apply(tenant, &req, res, CurrentMemoryContext);
+	res->queue = req.queue;
+	return true;
 }
 
 /* ----------------------------------------------------------------
@@ -569,30 +490,26 @@ queen_configure_queue(const pg_uuid_t *tenant, const char *body, size_t len,
  */
 
 /*
- * DELETE /api/v1/resources/queues/:queue, in the caller's transaction:
- * the queue row, its partitions, segments and log_txns rows.  A queue that
- * does not exist succeeds too, "deleted": true with "existed": false, as
- * Queen answers (its clients delete before they create, and check
- * "deleted").  400 only for a name that is not UTF-8, which no JSON reply
- * could carry; 503 when the extension is not installed (the broker runs
- * on).  Raises only when the database fails.
+ * Delete a queue in the caller's transaction: the queue row, its
+ * partitions, segments and log_txns rows.  A queue that does not exist
+ * succeeds too (*existed false), as Queen answers: its clients delete
+ * before they create.  False only for a name that is not UTF-8, with err
+ * filled in.  Raises only when the database fails.
  */
-int
-queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
+bool
+queen_delete_queue(const pg_uuid_t *tenant, const char *queue, bool *existed,
+				   QueenCfgError *err)
 {
 	Datum		values[2];
 	pg_uuid_t	qid;
-	bool		existed = false;
 
+	*existed = false;
 	if (!pg_verifymbstr(queue, strlen(queue), true))
 	{
-		QueenCfgError err = {"queue name is not valid UTF-8", "queue"};
-
-		queen_cfg_error_body(out, &err);
-		return 400;
+		err->message = "queue name is not valid UTF-8";
+		err->invalid = "queue";
+		return false;
 	}
-	if (queen_cfg_extension_missing(out))
-		return 503;
 
 	/* offsets this transaction deferred reach their rows before the rows go */
 	queen_alloc_flush();
@@ -614,11 +531,11 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
 		if (!queen_cfg_column(1, &d))
 			elog(ERROR, "queen: queue without an id");
 		memcpy(&qid, DatumGetUUIDP(d), sizeof(pg_uuid_t));
-		existed = true;
+		*existed = true;
 	}
 	SPI_freetuptable(SPI_tuptable);
 
-	if (existed)
+	if (*existed)
 	{
 		values[0] = UUIDPGetDatum(&qid);
 		queen_cfg_exec(QUEEN_CFG_DEL_LOCK_PARTITIONS, values, NULL, SPI_OK_SELECT);
@@ -635,9 +552,5 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, StringInfo out)
 	}
 
 	SPI_finish();
-
-	appendStringInfoString(out, "{\"deleted\":true,\"queue\":");
-	escape_json(out, queue);
-	appendStringInfo(out, ",\"existed\":%s}", existed ? "true" : "false");
-	return 200;
+	return true;
 }

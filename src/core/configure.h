@@ -11,20 +11,6 @@
 
 #include "queen.h"
 
-/*
- * POST /api/v1/configure and DELETE /api/v1/resources/queues/:queue, in the
- * caller's transaction.  Each returns an HTTP status and appends the JSON
- * body to out: configure answers 200 with the effective configuration or
- * 400 with {"error", "invalid"} having written nothing; delete answers 200
- * whether or not the queue existed (400 only for a name that is not UTF-8).
- * They raise only when the database fails.  Both connect to SPI and finish
- * it themselves.
- */
-extern int	queen_configure_queue(const pg_uuid_t *tenant, const char *body,
-								  size_t len, StringInfo out);
-extern int	queen_delete_queue(const pg_uuid_t *tenant, const char *queue,
-							   StringInfo out);
-
 /* Why a body was refused: the message, and the key at fault (or NULL). */
 typedef struct QueenCfgError
 {
@@ -32,12 +18,20 @@ typedef struct QueenCfgError
 	const char *invalid;
 } QueenCfgError;
 
+/* The effective configuration of a queue (its options: configure_parse.h). */
+typedef struct QueenCfgResult QueenCfgResult;
+
 /*
- * Configure without the extension check and the error body: 200 and the
- * echo in out, or 400 with err filled in and nothing written.  For the SQL
- * function, which raises err instead of answering it.
+ * Configure and delete a queue, in the caller's transaction: what the
+ * broker's control operations and the SQL functions (configure_sql.c)
+ * call.  Each answers in C; the doors render it (the broker as Queen's
+ * JSON, the SQL door as jsonb).  Both connect to SPI and finish it
+ * themselves, and raise only when the database fails.
  */
-extern int	queen_configure_body(const pg_uuid_t *tenant, const char *body,
-								 size_t len, StringInfo out, QueenCfgError *err);
+extern bool queen_configure(const pg_uuid_t *tenant, const char *body, size_t len,
+							QueenCfgResult *res, QueenCfgError *err);
+extern bool queen_delete_queue(const pg_uuid_t *tenant, const char *queue,
+							   bool *existed, QueenCfgError *err);
+extern bool queen_extension_installed(void);
 
 #endif							/* QUEEN_CONFIGURE_H */

@@ -43,6 +43,16 @@ typedef struct QueenOptionDef
 
 extern const QueenOptionDef queen_options[QUEEN_NOPTIONS];
 
+/* The effective configuration of a queue after a configure. */
+struct QueenCfgResult
+{
+	char	   *queue;
+	pg_uuid_t	id;
+	char	   *label[2];		/* namespace, task */
+	int32		ival[QUEEN_NOPTIONS];
+	char	   *sval[QUEEN_NOPTIONS];
+};
+
 /* What a body says about one option. */
 typedef enum QueenSpecKind
 {

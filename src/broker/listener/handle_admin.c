@@ -20,7 +20,7 @@
 #include "listener.h"
 #include "maintenance/spool.h"
 #include "routes.h"
-#include "wire.h"
+#include "ops.h"
 
 #include "utils/memutils.h"
 
@@ -129,10 +129,17 @@ queen_control_submit(QueenHttpRequest *req, QueenPendingKind kind, uint8 op, int
 	return p;
 }
 
+/* Hand an operation whose argument is one text (or none) to the next shard. */
 static void
-queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *arg, Size arglen)
+queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *text, Size len)
 {
-	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, (uint8) op, -1, arg, arglen);
+	QueenArgsText a = {{text, (uint32) len}};
+	StringInfoData arg;
+
+	initStringInfo(&arg);
+	queen_control_put_args(&arg, op, &a);
+	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, (uint8) op, -1, arg.data, arg.len);
+	pfree(arg.data);
 }
 
 

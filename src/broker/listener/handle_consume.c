@@ -30,7 +30,7 @@
 #include "consume.h"
 #include "consume_body.h"
 #include "routes.h"
-#include "wire.h"
+#include "ops.h"
 #include "worker.h"
 
 #include "common/hashfn.h"
@@ -107,7 +107,7 @@ queen_check_subscription(QueenHttpRequest *req, const char *mode, const char *fr
 
 /* The integer and boolean parameters of a pop, or a 400. */
 static bool
-queen_pop_numbers(QueenHttpRequest *req, const QueenQuery *q, QueenWirePop *m, bool *wait,
+queen_pop_numbers(QueenHttpRequest *req, const QueenQuery *q, QueenArgsPop *m, bool *wait,
 				  int *timeout_ms)
 {
 	int64		batch,
@@ -151,7 +151,7 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 						const char *partition, Size plen)
 {
 	QueenQuery q;
-	QueenWirePop m;
+	QueenArgsPop m;
 	const char *ns;
 	const char *task;
 	const char *group;
@@ -213,7 +213,7 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 	/* an empty answer before then is parked and sent again (longpoll.c) */
 	m.retry_until = wait ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
 	initStringInfo(&arg);
-	queen_wire_put_pop(&arg, &m);
+	queen_control_put_args(&arg, QUEEN_CONTROL_POP, &m);
 
 	if (queue != NULL)
 	{
@@ -273,7 +273,7 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 	const char *problem;
 	int			status;
 	StringInfoData arg;
-	QueenWireAck head;
+	QueenArgsAck head;
 	QueenQuery	q;
 	int			shard = -1;
 	int			i;
@@ -297,12 +297,12 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 
 	initStringInfo(&arg);
 	head.group = queen_text(group, glen);
-	head.nitems = (uint32) nitems;
-	queen_wire_put_ack(&arg, &head);
+	head.nitems = nitems;
+	queen_control_put_args(&arg, QUEEN_CONTROL_ACK, &head);
 	for (i = 0; i < nitems; i++)
 	{
 		QueenAckInput *in = &items[i];
-		QueenWireAckItem w;
+		QueenArgsAckItem w;
 
 		memset(&w, 0, sizeof(w));
 		w.flags = (in->problem ? 0 : QUEEN_ACK_ITEM_VALID) |
@@ -313,7 +313,7 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 		w.lease = queen_text(in->lease, in->lease_len);
 		w.error = queen_text(in->error, in->error_len);
 		w.problem = queen_text(in->problem, in->problem ? strlen(in->problem) : 0);
-		queen_wire_put_ack_item(&arg, &w);
+		queen_control_put_item(&arg, QUEEN_CONTROL_ACK, &w);
 		/* the first partition's shard, so one partition's acks meet in one process */
 		if (shard < 0 && in->problem == NULL)
 			shard = (int) (hash_bytes(in->partition_id.data, UUID_LEN) %
@@ -343,7 +343,7 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 {
 	Size		len = 0;
 	const char *lease = queen_route_param(params, "leaseId", &len);
-	QueenWireRenew m;
+	QueenArgsRenew m;
 	int32		seconds;
 	const char *problem;
 	pg_uuid_t	id;
@@ -373,7 +373,7 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 	m.lease = queen_text(lease, len);
 	m.seconds = seconds;
 	initStringInfo(&arg);
-	queen_wire_put_renew(&arg, &m);
+	queen_control_put_args(&arg, QUEEN_CONTROL_RENEW, &m);
 	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_RENEW, -1,
 								arg.data, arg.len);
 }
@@ -396,7 +396,7 @@ void
 queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 {
 	QueenQuery q;
-	QueenWireDlq m;
+	QueenArgsDlq m;
 	Size		qlen = 0,
 				glen = 0,
 				plen = 0,
@@ -444,7 +444,7 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 	m.limit = (int32) limit;
 	m.offset = offset;
 	initStringInfo(&arg);
-	queen_wire_put_dlq(&arg, &m);
+	queen_control_put_args(&arg, QUEEN_CONTROL_DLQ, &m);
 	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_DLQ, -1,
 								arg.data, arg.len);
 }
@@ -458,7 +458,7 @@ queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params)
 	const char *group = queen_route_param(params, "group", &glen);
 	const char *queue = queen_route_param(params, "queue", &qlen);
 	QueenQuery q;
-	QueenWireGroupDelete m;
+	QueenArgsGroupDelete m;
 	bool		metadata;
 	const char *problem;
 	StringInfoData arg;
@@ -478,7 +478,7 @@ queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params)
 	m.queue = queen_text(queue, qlen);
 	m.delete_metadata = metadata ? 1 : 0;
 	initStringInfo(&arg);
-	queen_wire_put_group_delete(&arg, &m);
+	queen_control_put_args(&arg, QUEEN_CONTROL_DELETE_GROUP, &m);
 	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_DELETE_GROUP, -1,
 								arg.data, arg.len);
 }

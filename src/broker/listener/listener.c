@@ -28,7 +28,7 @@
 #include "listener.h"
 #include "routes.h"
 #include "maintenance/spool.h"
-#include "wire.h"
+#include "ops.h"
 #include "worker.h"
 
 #include "mb/pg_wchar.h"
@@ -347,7 +347,7 @@ queen_answer_abandoned(List *entries, const char *why)
 
 		if (d.kind == QUEEN_PENDING_PUSH)
 			queen_push_render(&d);
-		else if (QUEEN_CONTROL_CONSUMES(d.op))
+		else if (queen_control_op(d.op)->flags & QUEEN_OP_CONSUMES)
 		{
 			if (d.kind == QUEEN_PENDING_POP)
 				queen_pop_abandoned(d.wait);

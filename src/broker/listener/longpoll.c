@@ -56,7 +56,7 @@
 
 #include "listener.h"
 #include "routes.h"
-#include "wire.h"
+#include "ops.h"
 
 #include "lib/ilist.h"
 #include "lib/pairingheap.h"
@@ -220,19 +220,19 @@ static void
 queen_line_key(const char *arg, Size arglen, QueenLineKey *key)
 {
 	QueenMsgReader r;
-	QueenWirePop m;
+	QueenArgsPop m;
 	StringInfoData buf;
 
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, (const char *) queen_listener_tenant.data, UUID_LEN);
 	queen_wire_reader(&r, arg, arglen);
-	if (queen_wire_get_pop(&r, &m))
+	if (queen_control_get_args(&r, QUEEN_CONTROL_POP, &m))
 	{
 		m.batch = 0;
 		m.max_partitions = 0;
 		m.lease_seconds = 0;
 		m.retry_until = 0;
-		queen_wire_put_pop(&buf, &m);
+		queen_control_put_args(&buf, QUEEN_CONTROL_POP, &m);
 	}
 	else
 		appendBinaryStringInfo(&buf, arg, arglen);	/* never: we encoded it */
@@ -534,18 +534,18 @@ static void
 queen_line_send(QueenPending *p, QueenPopWait *w, bool eager)
 {
 	QueenMsgReader r;
-	QueenWirePop m;
+	QueenArgsPop m;
 	StringInfoData arg;
 
 	queen_wire_reader(&r, w->arg, w->arglen);
-	if (!eager || !queen_wire_get_pop(&r, &m))
+	if (!eager || !queen_control_get_args(&r, QUEEN_CONTROL_POP, &m))
 	{
 		queen_control_send(p, w->arg, w->arglen);
 		return;
 	}
 	m.retry_until = 0;
 	initStringInfo(&arg);
-	queen_wire_put_pop(&arg, &m);
+	queen_control_put_args(&arg, QUEEN_CONTROL_POP, &m);
 	queen_control_send(p, arg.data, arg.len);
 	pfree(arg.data);
 }

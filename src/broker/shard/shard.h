@@ -2,9 +2,10 @@
  *
  * shard.h
  *	  The parts of a fusion shard beside its groups and bundles (shard.c):
- *	  its answers to the listeners (shard_answer.c) and its control
- *	  requests (shard_control.c).  Included only by the shard's own files;
- *	  all of it is private to the shard's process.
+ *	  its answers to the listeners (shard_answer.c), its control
+ *	  operations' runner (shard_control.c) and the functions the rows of
+ *	  the operation table name (ops.c).  Private to the shard's process,
+ *	  but for those functions, which ops.c names.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,7 +13,7 @@
 #define QUEEN_SHARD_H
 
 #include "broker.h"
-#include "wire.h"
+#include "ops.h"
 
 /* Answers to listeners (shard_answer.c) */
 extern void queen_shard_answers_init(int shard, MemoryContext cxt);
@@ -32,16 +33,39 @@ extern void queen_shard_controls_init(const char *who, MemoryContext keep_cxt,
 extern void queen_shard_take_control(int listener, StringInfo raw);
 extern bool queen_shard_run_controls(void);
 
-/* Consumption requests (shard_consume.c), run as control requests */
-extern int	queen_shard_consume(uint8 op, const pg_uuid_t *tenant, const char *arg,
-								uint32 arglen, StringInfo out);
-extern int	queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen,
-									   int sqlerrcode, const char *message, StringInfo out);
-extern void queen_shard_consume_done(bool committed);
-extern void queen_shard_consume_lock(int n, const uint8 *ops, char *const *args,
-									 const uint32 *arglens);
-extern void queen_shard_consume_discard(void);
+/*
+ * The operations' functions, named by their rows (ops.c): health,
+ * configure and delete queue (shard_admin.c), the consumption operations
+ * (shard_consume.c).
+ */
+extern void *queen_op_health_run(QueenOpCall *call);
+extern int	queen_op_health_render(QueenOpCall *call, void *result, StringInfo out);
+extern int	queen_op_health_fail(QueenOpCall *call, const char *message, StringInfo out);
+extern void *queen_op_configure_run(QueenOpCall *call);
+extern int	queen_op_configure_render(QueenOpCall *call, void *result, StringInfo out);
+extern void *queen_op_delete_queue_run(QueenOpCall *call);
+extern int	queen_op_delete_queue_render(QueenOpCall *call, void *result, StringInfo out);
+extern void queen_op_catalog_changed(QueenOpCall *call);
+
+extern void *queen_op_pop_run(QueenOpCall *call);
+extern int	queen_op_pop_render(QueenOpCall *call, void *result, StringInfo out);
+extern void *queen_op_ack_run(QueenOpCall *call);
+extern int	queen_op_ack_render(QueenOpCall *call, void *result, StringInfo out);
+extern int	queen_op_ack_fail(QueenOpCall *call, const char *message, StringInfo out);
+extern void queen_op_ack_lock(QueenOpCall *call, QueenOpLocks *locks);
+extern void *queen_op_renew_run(QueenOpCall *call);
+extern int	queen_op_renew_render(QueenOpCall *call, void *result, StringInfo out);
+extern void queen_op_renew_lock(QueenOpCall *call, QueenOpLocks *locks);
+extern void *queen_op_dlq_run(QueenOpCall *call);
+extern int	queen_op_dlq_render(QueenOpCall *call, void *result, StringInfo out);
+extern void *queen_op_group_delete_run(QueenOpCall *call);
+extern int	queen_op_group_delete_render(QueenOpCall *call, void *result, StringInfo out);
+
+/* The consumption transaction around the operations (shard_consume.c) */
 extern void queen_shard_consume_begin(void);
 extern void queen_shard_consume_restamp(void);
+extern void queen_shard_consume_done(bool committed);
+extern void queen_shard_consume_discard(void);
+extern void queen_shard_consume_reset(void);
 
 #endif							/* QUEEN_SHARD_H */

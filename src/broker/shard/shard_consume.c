@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * shard_consume.c
- *	  A fusion shard's consumption requests: pop, ack, lease extension,
- *	  the dead-letter listing and consumer-group deletion.  Each arrives as
- *	  a control request (wire.c has its argument), runs in the shard's
- *	  control transaction between bundles, calls the consumption core
- *	  (consume.h) and renders the answer's body.
+ *	  A fusion shard's consumption operations: pop, ack, lease extension,
+ *	  the dead-letter listing and consumer-group deletion.  Each is a row
+ *	  of the operation table (ops.c) whose functions are here: a run that
+ *	  calls the consumption core (consume.h) inside the shard's control
+ *	  transaction, and a render of what it returned.
  *
  * Why the shards: they already hold one connection each, run one
  * transaction at a time between bundles, and own the partitions a pop of
@@ -24,10 +24,9 @@
 
 #include "shard.h"
 #include "render.h"
-#include "spi.h"
 #include "worker.h"
 
-#include "catalog/pg_type_d.h"
+#include "access/xact.h"
 #include "pgstat.h"
 #include "utils/backend_status.h"
 #include "utils/guc.h"
@@ -71,8 +70,8 @@ static List *queen_consume_leased = NIL;
  */
 #define QUEEN_ANSWER_RATE_FLOOR	(32.0 * 1024 * 1024)
 
-static void
-queen_consume_reset(void)
+void
+queen_shard_consume_reset(void)
 {
 	memset(&queen_consume_counts, 0, sizeof(queen_consume_counts));
 	queen_consume_leased = NIL;
@@ -85,81 +84,80 @@ queen_text_or_null(QueenWireText t)
 	return t.len > 0 ? pnstrdup(t.data, t.len) : NULL;
 }
 
-static int
-queen_consume_malformed(StringInfo out)
-{
-	appendStringInfoString(out, "{\"error\":\"malformed consumption request\"}");
-	return 500;
-}
-
 /* ----------------------------------------------------------------
  *		Pop
  * ----------------------------------------------------------------
  */
 
-/*
- * One pop.  Nothing delivered is 204, and the body, which the listener
- * keeps to itself, is the hint for a parked long-poll (wire.c).
- */
-static int
-queen_consume_pop(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
+/* A pop as run: what was asked and what was delivered. */
+typedef struct QueenPopRun
 {
-	QueenWirePop m;
 	QueenPopRequest req;
-	QueenPopResult *res = palloc0(sizeof(QueenPopResult));
-	const char *problem;
+	QueenPopResult res;
+} QueenPopRun;
 
-	if (!queen_wire_get_pop(r, &m))
-		return queen_consume_malformed(out);
-	memset(&req, 0, sizeof(req));
-	req.tenant = *tenant;
-	req.queue = queen_text_or_null(m.queue);
-	req.partition = queen_text_or_null(m.partition);
-	req.namespace_name = queen_text_or_null(m.namespace_name);
-	req.task = queen_text_or_null(m.task);
-	req.group = m.group.len > 0 ? pnstrdup(m.group.data, m.group.len) : QUEEN_QUEUE_MODE;
-	req.batch = m.batch;
-	req.max_partitions = m.max_partitions;
-	req.lease_seconds = m.lease_seconds;
-	req.auto_ack = m.auto_ack != 0;
-	req.retry_until = (TimestampTz) m.retry_until;
+void *
+queen_op_pop_run(QueenOpCall *call)
+{
+	const QueenArgsPop *m = (const QueenArgsPop *) call->args;
+	QueenPopRun *p = palloc0(sizeof(QueenPopRun));
+	QueenPopRequest *req = &p->req;
+
+	req->tenant = call->tenant;
+	req->queue = queen_text_or_null(m->queue);
+	req->partition = queen_text_or_null(m->partition);
+	req->namespace_name = queen_text_or_null(m->namespace_name);
+	req->task = queen_text_or_null(m->task);
+	req->group = m->group.len > 0 ? pnstrdup(m->group.data, m->group.len) : QUEEN_QUEUE_MODE;
+	req->batch = m->batch;
+	req->max_partitions = m->max_partitions;
+	req->lease_seconds = m->lease_seconds;
+	req->auto_ack = m->auto_ack != 0;
+	req->retry_until = (TimestampTz) m->retry_until;
 	/* the listener refused what this refuses; a listener of another build may not have */
-	problem = queen_sub_mode_parse(queen_text_or_null(m.sub_mode), queen_text_or_null(m.sub_from),
-								   "subscriptionMode", "subscriptionFrom",
-								   &req.sub_mode, &req.sub_from);
-	if (problem != NULL)
-	{
-		appendStringInfoString(out, "{\"error\":");
-		escape_json(out, problem);
-		appendStringInfoChar(out, '}');
-		return 400;
-	}
-	req.lease_id[0] = '\0';
+	call->problem = queen_sub_mode_parse(queen_text_or_null(m->sub_mode),
+										 queen_text_or_null(m->sub_from),
+										 "subscriptionMode", "subscriptionFrom",
+										 &req->sub_mode, &req->sub_from);
+	if (call->problem != NULL)
+		return NULL;
+	req->lease_id[0] = '\0';
 
-	pgstat_report_activity(STATE_RUNNING, "queen: pop");
-	queen_pop(&req, res);
-	if (res->nmessages > 0 && queen_test_fault("pop_error_before_commit"))
+	queen_pop(req, &p->res);
+	if (p->res.nmessages > 0 && queen_test_fault("pop_error_before_commit"))
 		elog(ERROR, "queen.test_fault: a pop fails after its claim, before its COMMIT");
-	queen_consume_counts.pop_messages += res->nmessages;
-	queen_consume_counts.leases_expired += res->leases_expired;
-	if (res->nmessages == 0)
+	queen_consume_counts.pop_messages += p->res.nmessages;
+	queen_consume_counts.leases_expired += p->res.leases_expired;
+	return p;
+}
+
+/*
+ * Nothing delivered is 204, and the body, which the listener keeps to
+ * itself, is the hint for a parked long-poll (wire.c).  A lease granted is
+ * remembered, to start again before the COMMIT if it aged.
+ */
+int
+queen_op_pop_render(QueenOpCall *call, void *result, StringInfo out)
+{
+	QueenPopRun *p = (QueenPopRun *) result;
+
+	(void) call;
+	if (p->res.nmessages == 0)
 	{
-		queen_wire_put_pop_hint(out, res->retry_at, res->no_queue ? QUEEN_POP_HINT_NO_QUEUE : 0);
+		queen_wire_put_pop_hint(out, p->res.retry_at,
+								p->res.no_queue ? QUEEN_POP_HINT_NO_QUEUE : 0);
 		return 204;
 	}
-	if (!req.auto_ack)
+	queen_render_pop(out, &p->req, &p->res);
+	if (!p->req.auto_ack)
 	{
 		QueenLeasedPop *lp = palloc(sizeof(QueenLeasedPop));
 
-		lp->req = palloc(sizeof(QueenPopRequest));
-		*lp->req = req;
-		lp->res = res;
-		queen_consume_leased = lappend(queen_consume_leased, lp);
-		queen_render_pop(out, &req, res);
+		lp->req = &p->req;
+		lp->res = &p->res;
 		lp->answer_bytes = out->len;
-		return 200;
+		queen_consume_leased = lappend(queen_consume_leased, lp);
 	}
-	queen_render_pop(out, &req, res);
 	return 200;
 }
 
@@ -207,36 +205,40 @@ queen_consume_wake_released(void)
 /* One ack request, decoded. */
 typedef struct QueenAckRequest
 {
-	QueenWireAck head;
-	QueenWireAckItem *wire;		/* every item as sent */
+	const QueenArgsAck *head;
+	QueenArgsAckItem *wire;		/* every item as sent */
 	QueenAckItem *items;		/* the valid ones, in request order */
 	int		   *slot;			/* where item i went in items, -1: invalid */
 	int			nvalid;
 	const char *group;			/* QUEEN_QUEUE_MODE when the request names none */
 } QueenAckRequest;
 
+/* The items that follow the ack's arguments; false when they are malformed. */
 static bool
-queen_consume_ack_items(QueenMsgReader *r, QueenAckRequest *a)
+queen_consume_ack_items(QueenOpCall *call, QueenAckRequest *a)
 {
-	QueenWireAck *head = &a->head;
-	uint32		i;
+	QueenMsgReader r = call->items;
+	const QueenArgsAck *head = (const QueenArgsAck *) call->args;
+	int			n = Max(head->nitems, 1);
+	int			i;
 
+	a->head = head;
 	/* an item takes at least its flags, its id and five lengths */
-	if (!queen_wire_get_ack(r, head) ||
-		head->nitems > (r->len - r->pos) / (1 + UUID_LEN + 5 * sizeof(uint32)))
+	if (head->nitems < 0 ||
+		(Size) head->nitems > (r.len - r.pos) / (1 + UUID_LEN + 5 * sizeof(uint32)))
 		return false;
 	a->group = head->group.len > 0 ?
 		pnstrdup(head->group.data, head->group.len) : QUEEN_QUEUE_MODE;
-	a->wire = palloc0(sizeof(QueenWireAckItem) * Max(head->nitems, 1));
-	a->items = palloc0(sizeof(QueenAckItem) * Max(head->nitems, 1));
-	a->slot = palloc(sizeof(int) * Max(head->nitems, 1));
+	a->wire = palloc0(sizeof(QueenArgsAckItem) * n);
+	a->items = palloc0(sizeof(QueenAckItem) * n);
+	a->slot = palloc(sizeof(int) * n);
 	a->nvalid = 0;
 	for (i = 0; i < head->nitems; i++)
 	{
-		QueenWireAckItem *w = &a->wire[i];
+		QueenArgsAckItem *w = &a->wire[i];
 		QueenAckItem *it;
 
-		if (!queen_wire_get_ack_item(r, w))
+		if (!queen_wire_get_fields(&r, &queen_control_op(call->op)->items, w))
 			return false;
 		a->slot[i] = -1;
 		if (!(w->flags & QUEEN_ACK_ITEM_VALID))
@@ -252,39 +254,49 @@ queen_consume_ack_items(QueenMsgReader *r, QueenAckRequest *a)
 		it->error = (w->flags & QUEEN_ACK_ITEM_ERROR) ? pnstrdup(w->error.data, w->error.len) : NULL;
 		it->offset = -1;
 	}
-	return r->pos == r->len;
+	return r.pos == r.len;
 }
 
-static int
-queen_consume_ack(QueenMsgReader *r, StringInfo out)
+void *
+queen_op_ack_run(QueenOpCall *call)
 {
-	QueenAckRequest a;
-	uint32		i;
+	QueenAckRequest *a = palloc(sizeof(QueenAckRequest));
 
-	if (!queen_consume_ack_items(r, &a))
-		return queen_consume_malformed(out);
-
-	pgstat_report_activity(STATE_RUNNING, "queen: ack");
-	if (a.nvalid > 0 && queen_ack(a.group, a.items, a.nvalid) > 0)
-		queen_consume_wake_released();
-
-	appendStringInfoChar(out, '[');
-	for (i = 0; i < a.head.nitems; i++)
+	if (!queen_consume_ack_items(call, a))
 	{
-		QueenWireAckItem *w = &a.wire[i];
+		call->status = 500;
+		call->problem = "malformed ack items";
+		return NULL;
+	}
+	if (a->nvalid > 0 && queen_ack(a->group, a->items, a->nvalid) > 0)
+		queen_consume_wake_released();
+	return a;
+}
 
-		if (a.slot[i] < 0)
+int
+queen_op_ack_render(QueenOpCall *call, void *result, StringInfo out)
+{
+	QueenAckRequest *a = (QueenAckRequest *) result;
+	int			i;
+
+	(void) call;
+	appendStringInfoChar(out, '[');
+	for (i = 0; i < a->head->nitems; i++)
+	{
+		QueenArgsAckItem *w = &a->wire[i];
+
+		if (a->slot[i] < 0)
 		{
 			char	   *problem = pnstrdup(w->problem.data, w->problem.len);
 
-			queen_render_ack_item(out, (int) i, w->txn, false, problem, false, false, false);
+			queen_render_ack_item(out, i, w->txn, false, problem, false, false, false);
 			queen_consume_counts.failed++;
 		}
 		else
 		{
-			QueenAckItem *it = &a.items[a.slot[i]];
+			QueenAckItem *it = &a->items[a->slot[i]];
 
-			queen_render_ack_item(out, (int) i, w->txn, it->success, it->problem,
+			queen_render_ack_item(out, i, w->txn, it->success, it->problem,
 								  it->lease_released, it->dlq, it->noop);
 			if (it->success)
 				queen_consume_counts.acked++;
@@ -303,24 +315,51 @@ queen_consume_ack(QueenMsgReader *r, StringInfo out)
  * says so (a client trusts success; 500 would hide which items the body
  * named).
  */
-static int
-queen_consume_ack_failed(QueenMsgReader *r, const char *message, StringInfo out)
+int
+queen_op_ack_fail(QueenOpCall *call, const char *message, StringInfo out)
 {
 	QueenAckRequest a;
 	char	   *error = psprintf("ack failed, nothing was applied: %s", message);
-	uint32		i;
+	int			i;
 
-	if (!queen_consume_ack_items(r, &a))
-		return queen_consume_malformed(out);
+	if (!queen_consume_ack_items(call, &a))
+	{
+		queen_render_error(out, "malformed ack items", NULL);
+		return 500;
+	}
 	appendStringInfoChar(out, '[');
-	for (i = 0; i < a.head.nitems; i++)
-		queen_render_ack_item(out, (int) i, a.wire[i].txn, false,
+	for (i = 0; i < a.head->nitems; i++)
+		queen_render_ack_item(out, i, a.wire[i].txn, false,
 							  a.slot[i] < 0 ?
 							  pnstrdup(a.wire[i].problem.data, a.wire[i].problem.len) : error,
 							  false, false, false);
 	appendStringInfoChar(out, ']');
-	queen_consume_counts.failed += a.head.nitems;
+	queen_consume_counts.failed += a.head->nitems;
 	return 200;
+}
+
+/* The consumer rows of the ack's valid items, for a shared transaction to lock first. */
+void
+queen_op_ack_lock(QueenOpCall *call, QueenOpLocks *locks)
+{
+	QueenAckRequest a;
+	int			j;
+
+	if (!queen_consume_ack_items(call, &a))
+		return;					/* left to its own run to refuse */
+	if (locks->nkeys + a.nvalid > locks->maxkeys)
+	{
+		locks->maxkeys = Max(locks->maxkeys * 2, locks->nkeys + a.nvalid);
+		locks->keys = locks->keys == NULL ?
+			palloc(sizeof(QueenConsumerKey) * locks->maxkeys) :
+			repalloc(locks->keys, sizeof(QueenConsumerKey) * locks->maxkeys);
+	}
+	for (j = 0; j < a.nvalid; j++)
+	{
+		locks->keys[locks->nkeys].partition_id = a.items[j].partition_id;
+		locks->keys[locks->nkeys].group = a.group;
+		locks->nkeys++;
+	}
 }
 
 /* ----------------------------------------------------------------
@@ -328,33 +367,63 @@ queen_consume_ack_failed(QueenMsgReader *r, const char *message, StringInfo out)
  * ----------------------------------------------------------------
  */
 
-/* POST /api/v1/lease/:leaseId/extend: always 200, Queen's three expiry keys. */
-static int
-queen_consume_renew(QueenMsgReader *r, StringInfo out)
+/* A lease extension as run. */
+typedef struct QueenRenewRun
 {
-	QueenWireRenew m;
 	char	   *lease;
-	TimestampTz earliest = 0;
 	int			renewed;
+	TimestampTz earliest;
+} QueenRenewRun;
+
+/* POST /api/v1/lease/:leaseId/extend */
+void *
+queen_op_renew_run(QueenOpCall *call)
+{
+	const QueenArgsRenew *m = (const QueenArgsRenew *) call->args;
+	QueenRenewRun *r = palloc0(sizeof(QueenRenewRun));
+
+	r->lease = pnstrdup(m->lease.data, m->lease.len);
+	r->renewed = queen_renew_lease(r->lease, m->seconds, &r->earliest);
+	queen_consume_counts.extensions += r->renewed;
+	return r;
+}
+
+/* Always 200, with Queen's three expiry keys. */
+int
+queen_op_renew_render(QueenOpCall *call, void *result, StringInfo out)
+{
+	QueenRenewRun *r = (QueenRenewRun *) result;
 	StringInfoData at;
 
-	if (!queen_wire_get_renew(r, &m))
-		return queen_consume_malformed(out);
-	lease = pnstrdup(m.lease.data, m.lease.len);
-	pgstat_report_activity(STATE_RUNNING, "queen: lease extension");
-	renewed = queen_renew_lease(lease, m.seconds, &earliest);
-	queen_consume_counts.extensions += renewed;
-
+	(void) call;
 	initStringInfo(&at);
-	if (renewed > 0)
-		queen_render_timestamp(&at, earliest);
+	if (r->renewed > 0)
+		queen_render_timestamp(&at, r->earliest);
 	else
 		appendStringInfoString(&at, "null");
 	appendStringInfoString(out, "{\"leaseId\":");
-	escape_json(out, lease);
+	escape_json(out, r->lease);
 	appendStringInfo(out, ",\"success\":%s,\"renewed\":%d,\"newExpiresAt\":%s,\"expiresAt\":%s,\"lease_expires_at\":%s}",
-					 renewed > 0 ? "true" : "false", renewed, at.data, at.data, at.data);
+					 r->renewed > 0 ? "true" : "false", r->renewed, at.data, at.data, at.data);
 	return 200;
+}
+
+/* The rows held under the lease, for a shared transaction to lock first. */
+void
+queen_op_renew_lock(QueenOpCall *call, QueenOpLocks *locks)
+{
+	const QueenArgsRenew *m = (const QueenArgsRenew *) call->args;
+
+	if (m->lease.len == 0)
+		return;
+	if (locks->nleases == locks->maxleases)
+	{
+		locks->maxleases = Max(locks->maxleases * 2, 8);
+		locks->leases = locks->leases == NULL ?
+			palloc(sizeof(char *) * locks->maxleases) :
+			repalloc(locks->leases, sizeof(char *) * locks->maxleases);
+	}
+	locks->leases[locks->nleases++] = pnstrdup(m->lease.data, m->lease.len);
 }
 
 /*
@@ -410,203 +479,99 @@ queen_render_dlq_entry(StringInfo out, const QueenDlqEntry *e)
 	appendStringInfoChar(out, '}');
 }
 
-/* GET /api/v1/dlq */
-static int
-queen_consume_dlq(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
+/* A dead-letter listing as run. */
+typedef struct QueenDlqRun
 {
-	QueenWireDlq m;
 	QueenDlqFilter f;
-	QueenDlqEntry *entries = NULL;
-	int			n = 0;
+	QueenDlqEntry *entries;
+	int			n;
 	int64		total;
+} QueenDlqRun;
+
+/* GET /api/v1/dlq */
+void *
+queen_op_dlq_run(QueenOpCall *call)
+{
+	const QueenArgsDlq *m = (const QueenArgsDlq *) call->args;
+	QueenDlqRun *d = palloc0(sizeof(QueenDlqRun));
+	QueenDlqFilter *f = &d->f;
+
+	f->tenant = call->tenant;
+	f->queue = pnstrdup(m->queue.data, m->queue.len);
+	f->group = queen_text_or_null(m->group);
+	f->partition = queen_text_or_null(m->partition);
+	f->limit = m->limit;
+	f->offset = m->offset;
+	if (!queen_consume_bound(m->from, DT_NOBEGIN, &f->from) ||
+		!queen_consume_bound(m->to, DT_NOEND, &f->to))
+	{
+		call->problem = "from and to must be ISO-8601 timestamps";
+		return NULL;
+	}
+	d->total = queen_dlq_list(f, &d->entries, &d->n);
+	return d;
+}
+
+int
+queen_op_dlq_render(QueenOpCall *call, void *result, StringInfo out)
+{
+	QueenDlqRun *d = (QueenDlqRun *) result;
 	int			i;
 
-	if (!queen_wire_get_dlq(r, &m))
-		return queen_consume_malformed(out);
-	memset(&f, 0, sizeof(f));
-	f.tenant = *tenant;
-	f.queue = pnstrdup(m.queue.data, m.queue.len);
-	f.group = queen_text_or_null(m.group);
-	f.partition = queen_text_or_null(m.partition);
-	f.limit = m.limit;
-	f.offset = m.offset;
-	if (!queen_consume_bound(m.from, DT_NOBEGIN, &f.from) ||
-		!queen_consume_bound(m.to, DT_NOEND, &f.to))
-	{
-		appendStringInfoString(out, "{\"error\":\"from and to must be ISO-8601 timestamps\"}");
-		return 400;
-	}
-	pgstat_report_activity(STATE_RUNNING, "queen: dead letters");
-	total = queen_dlq_list(&f, &entries, &n);
-
+	(void) call;
 	appendStringInfoString(out, "{\"messages\":[");
-	for (i = 0; i < n; i++)
+	for (i = 0; i < d->n; i++)
 	{
 		if (i > 0)
 			appendStringInfoChar(out, ',');
-		queen_render_dlq_entry(out, &entries[i]);
+		queen_render_dlq_entry(out, &d->entries[i]);
 	}
 	appendStringInfo(out, "],\"total\":" INT64_FORMAT ",\"limit\":%d,\"offset\":" INT64_FORMAT "}",
-					 total, f.limit, f.offset);
+					 d->total, d->f.limit, d->f.offset);
 	return 200;
 }
 
-/* DELETE /api/v1/consumer-groups/:group[/queues/:queue] */
-static int
-queen_consume_delete_group(const pg_uuid_t *tenant, QueenMsgReader *r, StringInfo out)
+/* A consumer group's deletion as run. */
+typedef struct QueenGroupDeleteRun
 {
-	QueenWireGroupDelete m;
 	char	   *group;
 	char	   *queue;
 	int64		removed;
+} QueenGroupDeleteRun;
 
-	if (!queen_wire_get_group_delete(r, &m))
-		return queen_consume_malformed(out);
-	group = pnstrdup(m.group.data, m.group.len);
-	queue = queen_text_or_null(m.queue);
-	pgstat_report_activity(STATE_RUNNING, "queen: delete consumer group");
-	removed = queen_delete_consumer_group(tenant, group, queue, m.delete_metadata != 0);
+/* DELETE /api/v1/consumer-groups/:group[/queues/:queue] */
+void *
+queen_op_group_delete_run(QueenOpCall *call)
+{
+	const QueenArgsGroupDelete *m = (const QueenArgsGroupDelete *) call->args;
+	QueenGroupDeleteRun *g = palloc0(sizeof(QueenGroupDeleteRun));
+
+	g->group = pnstrdup(m->group.data, m->group.len);
+	g->queue = queen_text_or_null(m->queue);
+	g->removed = queen_delete_consumer_group(&call->tenant, g->group, g->queue,
+											 m->delete_metadata != 0);
+	return g;
+}
+
+int
+queen_op_group_delete_render(QueenOpCall *call, void *result, StringInfo out)
+{
+	const QueenArgsGroupDelete *m = (const QueenArgsGroupDelete *) call->args;
+	QueenGroupDeleteRun *g = (QueenGroupDeleteRun *) result;
 
 	appendStringInfoString(out, "{\"success\":true,\"consumerGroup\":");
-	escape_json(out, group);
+	escape_json(out, g->group);
 	appendStringInfoString(out, ",\"queueName\":");
-	queen_render_text(out, queue);
+	queen_render_text(out, g->queue);
 	appendStringInfo(out, ",\"deletedCursors\":" INT64_FORMAT ",\"metadataDeleted\":%s}",
-					 removed, m.delete_metadata ? "true" : "false");
+					 g->removed, m->delete_metadata ? "true" : "false");
 	return 200;
 }
 
 /* ----------------------------------------------------------------
- *		Entry points (shard_control.c)
+ *		The consumption transaction (shard_control.c)
  * ----------------------------------------------------------------
  */
-
-/* Run one consumption op inside the control transaction; its HTTP status. */
-int
-queen_shard_consume(uint8 op, const pg_uuid_t *tenant, const char *arg, uint32 arglen,
-					StringInfo out)
-{
-	QueenMsgReader r;
-
-	queen_wire_reader(&r, arg, arglen);
-	switch (op)
-	{
-		case QUEEN_CONTROL_POP:
-			return queen_consume_pop(tenant, &r, out);
-		case QUEEN_CONTROL_ACK:
-			return queen_consume_ack(&r, out);
-		case QUEEN_CONTROL_RENEW:
-			return queen_consume_renew(&r, out);
-		case QUEEN_CONTROL_DLQ:
-			return queen_consume_dlq(tenant, &r, out);
-		case QUEEN_CONTROL_DELETE_GROUP:
-			return queen_consume_delete_group(tenant, &r, out);
-	}
-	return queen_consume_malformed(out);
-}
-
-/*
- * Before a shared transaction's requests run: the consumer rows its acks
- * and lease extensions will lock, locked now, all at once, in the global
- * order (queen_lock_consumers).  Each request alone locks its own rows in
- * that order, but one after another they would lock in request order, and
- * two shards (or a shard and a caller's own transaction) could then each
- * hold a row the other waits for.  Pops need nothing here: they skip
- * locked rows, never wait for one, and run last.  A malformed request is
- * left to its own run to refuse.
- */
-void
-queen_shard_consume_lock(int n, const uint8 *ops, char *const *args, const uint32 *arglens)
-{
-	QueenConsumerKey *keys = NULL;
-	const char **leases;
-	int			nkeys = 0;
-	int			maxkeys = 0;
-	int			nleases = 0;
-	int			nlocking = 0;
-	int			i;
-
-	for (i = 0; i < n; i++)
-		nlocking += ops[i] == QUEEN_CONTROL_ACK || ops[i] == QUEEN_CONTROL_RENEW;
-	if (nlocking < 2)
-		return;					/* one request locks in order by itself */
-	leases = palloc(sizeof(char *) * n);
-	for (i = 0; i < n; i++)
-	{
-		QueenMsgReader r;
-
-		queen_wire_reader(&r, args[i], arglens[i]);
-		if (ops[i] == QUEEN_CONTROL_ACK)
-		{
-			QueenAckRequest a;
-			int			j;
-
-			if (!queen_consume_ack_items(&r, &a))
-				continue;
-			if (nkeys + a.nvalid > maxkeys)
-			{
-				maxkeys = Max(maxkeys * 2, nkeys + a.nvalid);
-				keys = keys == NULL ? palloc(sizeof(QueenConsumerKey) * maxkeys) :
-					repalloc(keys, sizeof(QueenConsumerKey) * maxkeys);
-			}
-			for (j = 0; j < a.nvalid; j++)
-			{
-				keys[nkeys].partition_id = a.items[j].partition_id;
-				keys[nkeys].group = a.group;
-				nkeys++;
-			}
-		}
-		else if (ops[i] == QUEEN_CONTROL_RENEW)
-		{
-			QueenWireRenew m;
-
-			if (queen_wire_get_renew(&r, &m) && m.lease.len > 0)
-				leases[nleases++] = pnstrdup(m.lease.data, m.lease.len);
-		}
-	}
-	pgstat_report_activity(STATE_RUNNING, "queen: locking consumer rows");
-	queen_lock_consumers(keys, nkeys, leases, nleases);
-}
-
-/*
- * The op's transaction failed (rolled back, nothing of it exists): its
- * answer.  A pop's lease was never taken; an ack's items were not applied.
- */
-int
-queen_shard_consume_failed(uint8 op, const char *arg, uint32 arglen, int sqlerrcode,
-						   const char *message, StringInfo out)
-{
-	QueenMsgReader r;
-	static const char *const what[] = {"pop", "ack", "lease extension", "dead-letter listing",
-	"consumer group deletion"};
-	const char *name = op >= QUEEN_CONTROL_POP && op <= QUEEN_CONTROL_DELETE_GROUP ?
-		what[op - QUEEN_CONTROL_POP] : "request";
-
-	/* what the body counted before it failed did not happen */
-	queen_consume_reset();
-	queen_wire_reader(&r, arg, arglen);
-
-	/*
-	 * A row another transaction held past queen.consume_lock_timeout: nothing
-	 * was applied, and trying again soon will do (Queen's clients retry a
-	 * 5xx by themselves; an ack sent again answers noop for what was applied).
-	 */
-	if (sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
-	{
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.consume_lock_timeouts, 1);
-		appendStringInfoString(out, "{\"error\":");
-		escape_json(out, psprintf("%s not applied: a row it needs is locked by another transaction (held longer than queen.consume_lock_timeout, %d ms); nothing was changed, retry",
-								  name, queen_consume_lock_timeout_ms));
-		appendStringInfoChar(out, '}');
-		return 503;
-	}
-	if (op == QUEEN_CONTROL_ACK)
-		return queen_consume_ack_failed(&r, message, out);
-	appendStringInfoString(out, "{\"error\":");
-	escape_json(out, psprintf("%s failed: %s", name, message));
-	appendStringInfoChar(out, '}');
-	return 500;
-}
 
 /*
  * Before a consumption transaction's COMMIT: a lease its pops granted that
@@ -678,7 +643,7 @@ queen_shard_consume_begin(void)
 void
 queen_shard_consume_discard(void)
 {
-	queen_consume_reset();
+	queen_shard_consume_reset();
 	queen_wake_forget();
 }
 
@@ -706,5 +671,5 @@ queen_shard_consume_done(bool committed)
 		queen_wake_forget();
 	/* a failed ack's items were counted failed by its answer */
 	pg_atomic_fetch_add_u64(&m->ack_failed, c->failed);
-	queen_consume_reset();
+	queen_shard_consume_reset();
 }

@@ -1,27 +1,25 @@
 /*-------------------------------------------------------------------------
  *
  * shard_control.c
- *	  A fusion shard's control requests (health, configure, delete queue,
- *	  and the consumption requests of shard_consume.c):
+ *	  The one runner of a fusion shard's control operations (ops.h):
  *	  queued as they arrive, run between bundles (each in a transaction of
- *	  its own, except consumption requests queued together, which share
- *	  one), and answered with a status and a JSON body.
+ *	  its own, except operations that may share one queued together), and
+ *	  answered with a status and a JSON body.  What each operation does is
+ *	  its row's (ops.c); this file knows no operation by name.
  *
  * The listeners hand control requests to the ready shards in turn; a
  * shard runs them between bundles, so they never hold up a bundle in
- * flight.  A request that fails is answered 500 with the error (503 for
- * health, which then says the database is unreachable); the shard carries
- * on.
+ * flight.  An operation whose transaction fails is answered by its row's
+ * fail function (by default 500 with the error); the shard carries on.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "shard.h"
-#include "configure.h"
+#include "render.h"
 #include "worker.h"
 
-#include "commands/extension.h"
 #include "pgstat.h"
 #include "utils/backend_status.h"
 #include "utils/json.h"
@@ -32,10 +30,9 @@ typedef struct QueenControl
 {
 	int			listener;
 	uint64		request;
-	uint8		op;
-	pg_uuid_t	tenant;
+	const QueenControlOpDef *def;	/* NULL: malformed */
+	QueenOpCall call;			/* its fields point into arg */
 	char	   *arg;
-	uint32		arglen;
 } QueenControl;
 
 static List *queen_controls = NIL;
@@ -51,6 +48,7 @@ queen_shard_controls_init(const char *who, MemoryContext keep_cxt, MemoryContext
 	queen_control_run_cxt = run_cxt;
 }
 
+/* Queue a control request, its arguments decoded by its row's layout. */
 void
 queen_shard_take_control(int listener, StringInfo raw)
 {
@@ -69,17 +67,36 @@ queen_shard_take_control(int listener, StringInfo raw)
 	c = palloc0(sizeof(QueenControl));
 	c->listener = listener;
 	c->request = m.request;
-	c->op = m.op;
-	c->arglen = m.arglen;
-	memcpy(c->tenant.data, m.tenant, UUID_LEN);
-	c->arg = palloc(c->arglen + 1);
-	memcpy(c->arg, m.arg, c->arglen);
-	c->arg[c->arglen] = '\0';
+	c->arg = palloc(m.arglen + 1);
+	memcpy(c->arg, m.arg, m.arglen);
+	c->arg[m.arglen] = '\0';
+	c->call.op = m.op;
+	memcpy(c->call.tenant.data, m.tenant, UUID_LEN);
+	c->def = queen_control_op(m.op);
+	if (c->def != NULL)
+	{
+		void	   *args = palloc0(Max(c->def->args.size, 1));
+
+		queen_wire_reader(&c->call.items, c->arg, m.arglen);
+		if (queen_control_get_args(&c->call.items, m.op, args))
+			c->call.args = args;
+		else
+			c->def = NULL;
+	}
 	queen_controls = lappend(queen_controls, c);
 	MemoryContextSwitchTo(old);
 }
 
-/* A control request's statements; its answer goes to out. */
+static void
+queen_shard_control_free(QueenControl *c)
+{
+	pfree(c->arg);
+	if (c->call.args != NULL)
+		pfree((void *) c->call.args);
+	pfree(c);
+}
+
+/* A control request's run; its answer goes to out. */
 typedef struct QueenControlTx
 {
 	QueenControl *c;
@@ -87,50 +104,80 @@ typedef struct QueenControlTx
 	StringInfoData out;
 } QueenControlTx;
 
+/* Run the operation and render its answer, or the refusal run chose. */
+static void
+queen_shard_control_call(QueenControlTx *tx)
+{
+	QueenControl *c = tx->c;
+	void	   *result;
+
+	c->call.problem = NULL;
+	c->call.invalid = NULL;
+	c->call.status = 0;
+	pgstat_report_activity(STATE_RUNNING, c->def->activity);
+	result = c->def->run(&c->call);
+	if (result != NULL)
+		tx->status = c->def->render(&c->call, result, &tx->out);
+	else
+	{
+		tx->status = c->call.status != 0 ? c->call.status : 400;
+		queen_render_error(&tx->out, c->call.problem, c->call.invalid);
+	}
+}
+
 static void
 queen_shard_control_body(void *arg)
 {
 	QueenControlTx *tx = (QueenControlTx *) arg;
-	QueenControl *c = tx->c;
+	bool		consumes = (tx->c->def->flags & QUEEN_OP_CONSUMES) != 0;
 
-	switch (c->op)
+	if (consumes)
+		queen_shard_consume_begin();
+	queen_shard_control_call(tx);
+	if (consumes)
+		queen_shard_consume_restamp();
+}
+
+/* The operation's transaction rolled back: nothing of it exists. */
+static int
+queen_shard_control_failed(QueenControl *c, int sqlerrcode, const char *message,
+						   StringInfo out)
+{
+	if (c->def->flags & QUEEN_OP_CONSUMES)
 	{
-		case QUEEN_CONTROL_HEALTH:
-			/* a catalog read in a transaction: the database answers */
-			pgstat_report_activity(STATE_RUNNING, "queen: health");
-			if (OidIsValid(get_extension_oid("queen", true)))
-			{
-				tx->status = 200;
-				queen_health_json(&tx->out, true, NULL);
-			}
-			else
-			{
-				tx->status = 503;
-				queen_health_json(&tx->out, true, "extension queen is not installed");
-			}
-			break;
-		case QUEEN_CONTROL_CONFIGURE:
-			pgstat_report_activity(STATE_RUNNING, "queen: configure");
-			tx->status = queen_configure_queue(&c->tenant, c->arg, c->arglen, &tx->out);
-			break;
-		case QUEEN_CONTROL_DELETE_QUEUE:
-			pgstat_report_activity(STATE_RUNNING, "queen: delete queue");
-			tx->status = queen_delete_queue(&c->tenant, c->arg, &tx->out);
-			break;
-		case QUEEN_CONTROL_POP:
-		case QUEEN_CONTROL_ACK:
-		case QUEEN_CONTROL_RENEW:
-		case QUEEN_CONTROL_DLQ:
-		case QUEEN_CONTROL_DELETE_GROUP:
-			queen_shard_consume_begin();
-			tx->status = queen_shard_consume(c->op, &c->tenant, c->arg, c->arglen, &tx->out);
-			queen_shard_consume_restamp();
-			break;
-		default:
-			tx->status = 400;
-			appendStringInfoString(&tx->out, "{\"error\":\"unknown control request\"}");
-			break;
+		/* what the body counted before it failed did not happen */
+		queen_shard_consume_reset();
+
+		/*
+		 * A row another transaction held past queen.consume_lock_timeout:
+		 * nothing was applied, and trying again soon will do (Queen's clients
+		 * retry a 5xx by themselves; an ack sent again answers noop for what
+		 * was applied).
+		 */
+		if (sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		{
+			pg_atomic_fetch_add_u64(&queen_broker->metrics.consume_lock_timeouts, 1);
+			queen_render_error(out, psprintf("%s not applied: a row it needs is locked by another transaction (held longer than queen.consume_lock_timeout, %d ms); nothing was changed, retry",
+											 c->def->name, queen_consume_lock_timeout_ms),
+							   NULL);
+			return 503;
+		}
 	}
+	if (c->def->fail != NULL)
+		return c->def->fail(&c->call, message, out);
+	queen_render_error(out, psprintf("%s failed: %s", c->def->name, message), NULL);
+	return 500;
+}
+
+/* After its transaction, before its answer leaves. */
+static void
+queen_shard_control_after(QueenControl *c, bool committed, int status)
+{
+	if (committed && c->call.op == QUEEN_CONTROL_POP && status == 200 &&
+		queen_test_fault("shard_error_after_pop_commit"))
+		elog(ERROR, "queen.test_fault: a shard fails between a pop's COMMIT and its answer");
+	if (committed && c->def->committed != NULL)
+		c->def->committed(&c->call);
 }
 
 /* Run one control request in its own transaction and answer it. */
@@ -145,62 +192,43 @@ queen_shard_run_control(QueenControl *c)
 	tx.c = c;
 	tx.status = 500;
 	initStringInfo(&tx.out);
-	ok = queen_worker_transact("control request", queen_control_who, queen_shard_control_body,
-							   &tx, &result);
-	if (!ok)
+	if (c->def == NULL)
 	{
-		resetStringInfo(&tx.out);
-		if (QUEEN_CONTROL_CONSUMES(c->op))
-			tx.status = queen_shard_consume_failed(c->op, c->arg, c->arglen, result.sqlerrcode,
-												   result.message, &tx.out);
-		else if (c->op == QUEEN_CONTROL_HEALTH)
-		{
-			tx.status = 503;
-			queen_health_json(&tx.out, false, result.message);
-		}
-		else
-		{
-			tx.status = 500;
-			appendStringInfoString(&tx.out, "{\"error\":");
-			escape_json(&tx.out, result.message);
-			appendStringInfoChar(&tx.out, '}');
-		}
+		elog(LOG, "queen %s: refused a malformed control request", queen_control_who);
+		queen_render_error(&tx.out, "malformed control request", NULL);
+		ok = false;
 	}
-
-	if (ok && c->op == QUEEN_CONTROL_POP && tx.status == 200 &&
-		queen_test_fault("shard_error_after_pop_commit"))
-		elog(ERROR, "queen.test_fault: a shard fails between a pop's COMMIT and its answer");
-	/* counted and woken only once committed, before the client hears of it */
-	if (QUEEN_CONTROL_CONSUMES(c->op))
-		queen_shard_consume_done(ok);
-	/* a discovery that matched no queue may match this one now */
-	if (ok && (c->op == QUEEN_CONTROL_CONFIGURE || c->op == QUEEN_CONTROL_DELETE_QUEUE))
-		queen_wake_catalog(c->op == QUEEN_CONTROL_DELETE_QUEUE);
+	else
+	{
+		ok = queen_worker_transact(c->def->name, queen_control_who,
+								   queen_shard_control_body, &tx, &result);
+		if (!ok)
+		{
+			resetStringInfo(&tx.out);
+			tx.status = queen_shard_control_failed(c, result.sqlerrcode, result.message,
+												   &tx.out);
+		}
+		queen_shard_control_after(c, ok, tx.status);
+		/* counted and woken only once committed, before the client hears of it */
+		if (c->def->flags & QUEEN_OP_CONSUMES)
+			queen_shard_consume_done(ok);
+	}
 	queen_answer_reply(c->listener, c->request, tx.status, tx.out.data, tx.out.len);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(queen_control_run_cxt);
 }
 
 /*
- * Consumption requests queued one behind another run in one transaction:
- * one commit, one WAL flush for all of them, as a bundle is for pushes.
- * Each op's effects are its own rows (a pop's leases, an ack's cursors), so
- * sharing a commit changes only when they become visible.  If the shared
- * transaction fails (one request's error, a deadlock), it rolled back
- * whole, and each request runs again alone, so one bad request costs the
- * others a second try and never their answer.  Bounded so that pushes
+ * Operations queued one behind another that may share a transaction run
+ * in one: one commit, one WAL flush for all of them, as a bundle is for
+ * pushes.  Each op's effects are its own rows (a pop's leases, an ack's
+ * cursors), so sharing a commit changes only when they become visible.  If
+ * the shared transaction fails (one request's error, a deadlock), it rolled
+ * back whole, and each request runs again alone, so one bad request costs
+ * the others a second try and never their answer.  Bounded so that pushes
  * waiting behind it are not held up long.
  */
 #define QUEEN_CONSUME_BATCH		32
-
-/*
- * Which consumption requests share a transaction: all but a consumer
- * group's deletion, which locks a group's rows across a queue or the whole
- * tenant (and its scan floors and subscription) and runs alone, so that a
- * shared transaction can lock everything it will wait for up front.
- */
-#define QUEEN_CONTROL_SHARES(op) \
-	(QUEEN_CONTROL_CONSUMES(op) && (op) != QUEEN_CONTROL_DELETE_GROUP)
 
 typedef struct QueenConsumeBatch
 {
@@ -208,52 +236,71 @@ typedef struct QueenConsumeBatch
 	int			n;
 } QueenConsumeBatch;
 
+static bool
+queen_control_shares(QueenControl *c)
+{
+	return c->def != NULL && (c->def->flags & QUEEN_OP_SHARES) != 0;
+}
+
 /*
- * The rows the acks and lease extensions will lock are locked first, in
- * the global order.  Pops run after the other requests, which may wait for
- * a row lock (up to queen.consume_lock_timeout), so a pop's lease starts as
- * late as possible; a lease that aged all the same starts again just before
- * the COMMIT.
+ * Before a shared transaction's operations run: the consumer rows they
+ * will lock (an ack's, a lease extension's), locked now, all at once, in
+ * the global order (queen_lock_consumers).  Each operation alone locks its
+ * own rows in that order, but one after another they would lock in
+ * request order, and two shards (or a shard and a caller's own
+ * transaction) could then each hold a row the other waits for.  Pops need
+ * nothing here: they skip locked rows, never wait for one, and run last.
+ */
+static void
+queen_shard_control_lock(QueenConsumeBatch *b)
+{
+	QueenOpLocks locks;
+	int			nlocking = 0;
+	int			i;
+
+	for (i = 0; i < b->n; i++)
+		nlocking += b->txs[i].c->def->lock != NULL;
+	if (nlocking < 2)
+		return;					/* one operation locks in order by itself */
+	memset(&locks, 0, sizeof(locks));
+	for (i = 0; i < b->n; i++)
+	{
+		QueenControl *c = b->txs[i].c;
+
+		if (c->def->lock != NULL)
+			c->def->lock(&c->call, &locks);
+	}
+	pgstat_report_activity(STATE_RUNNING, "queen: locking consumer rows");
+	queen_lock_consumers(locks.keys, locks.nkeys, locks.leases, locks.nleases);
+}
+
+/*
+ * The operations that run last (pops) run after the others, which may
+ * wait for a row lock (up to queen.consume_lock_timeout), so a pop's lease
+ * starts as late as possible; a lease that aged all the same starts again
+ * just before the COMMIT.
  */
 static void
 queen_shard_consume_batch_body(void *arg)
 {
 	QueenConsumeBatch *b = (QueenConsumeBatch *) arg;
-	uint8		ops[QUEEN_CONSUME_BATCH];
-	char	   *args[QUEEN_CONSUME_BATCH];
-	uint32		arglens[QUEEN_CONSUME_BATCH];
 	int			pass;
 	int			i;
 
-	for (i = 0; i < b->n; i++)
-	{
-		ops[i] = b->txs[i].c->op;
-		args[i] = b->txs[i].c->arg;
-		arglens[i] = b->txs[i].c->arglen;
-	}
 	queen_shard_consume_begin();
-	queen_shard_consume_lock(b->n, ops, args, arglens);
+	queen_shard_control_lock(b);
 	for (pass = 0; pass < 2; pass++)
 		for (i = 0; i < b->n; i++)
 		{
-			QueenControl *c = b->txs[i].c;
+			bool		last = (b->txs[i].c->def->flags & QUEEN_OP_RUNS_LAST) != 0;
 
-			if ((c->op == QUEEN_CONTROL_POP) != (pass == 1))
-				continue;
-			b->txs[i].status = queen_shard_consume(c->op, &c->tenant, c->arg, c->arglen,
-												   &b->txs[i].out);
+			if (last == (pass == 1))
+				queen_shard_control_call(&b->txs[i]);
 		}
 	queen_shard_consume_restamp();
 }
 
-static void
-queen_shard_control_free(QueenControl *c)
-{
-	pfree(c->arg);
-	pfree(c);
-}
-
-/* Run the consumption requests at the head of the queue together. */
+/* Run the operations at the head of the queue that may share a transaction. */
 static void
 queen_shard_run_consume_batch(void)
 {
@@ -266,7 +313,7 @@ queen_shard_run_consume_batch(void)
 	b = palloc(sizeof(QueenConsumeBatch));
 	b->n = 0;
 	while (queen_controls != NIL && b->n < QUEEN_CONSUME_BATCH &&
-		   QUEEN_CONTROL_SHARES(((QueenControl *) linitial(queen_controls))->op))
+		   queen_control_shares((QueenControl *) linitial(queen_controls)))
 	{
 		QueenControl *c = (QueenControl *) linitial(queen_controls);
 
@@ -299,9 +346,7 @@ queen_shard_run_consume_batch(void)
 	}
 
 	for (i = 0; i < b->n; i++)
-		if (b->txs[i].c->op == QUEEN_CONTROL_POP && b->txs[i].status == 200 &&
-			queen_test_fault("shard_error_after_pop_commit"))
-			elog(ERROR, "queen.test_fault: a shard fails between a pop's COMMIT and its answer");
+		queen_shard_control_after(b->txs[i].c, true, b->txs[i].status);
 	/* counted and woken only once committed, before the clients hear of it */
 	queen_shard_consume_done(true);
 	for (i = 0; i < b->n; i++)
@@ -326,8 +371,8 @@ queen_shard_run_controls(void)
 	{
 		QueenControl *c = (QueenControl *) linitial(queen_controls);
 
-		if (QUEEN_CONTROL_SHARES(c->op) && list_length(queen_controls) > 1 &&
-			QUEEN_CONTROL_SHARES(((QueenControl *) lsecond(queen_controls))->op))
+		if (queen_control_shares(c) && list_length(queen_controls) > 1 &&
+			queen_control_shares((QueenControl *) lsecond(queen_controls)))
 			queen_shard_run_consume_batch();
 		else
 		{

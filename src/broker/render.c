@@ -1,8 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * render.c
- *	  The pop body of reference 4.5, rendered by the shard that ran the pop,
- *	  and the timestamps of every consumption answer.
+ *	  The JSON bodies the broker builds from what the core returned: the
+ *	  pop body, rendered by the shard that ran the pop, the timestamps of
+ *	  every answer, the echo of a queue's configuration, and the one error
+ *	  body, {"error": message[, "invalid": key]}, every refusal uses.
  *
  * What a client reads is byte for byte Queen's: every key in Queen's
  * order, "data" spliced verbatim from the frame's payload bytes (so null,
@@ -157,4 +159,50 @@ queen_render_pop(StringInfo out, const QueenPopRequest *req, const QueenPopResul
 		}
 	}
 	appendStringInfo(out, "],\"partitionsClaimed\":%d}", res->npartitions);
+}
+
+/* {"error": message}, with "invalid": the key at fault when there is one. */
+void
+queen_render_error(StringInfo out, const char *message, const char *invalid)
+{
+	appendStringInfoString(out, "{\"error\":");
+	escape_json(out, message);
+	if (invalid != NULL)
+	{
+		appendStringInfoString(out, ",\"invalid\":");
+		escape_json(out, invalid);
+	}
+	appendStringInfoChar(out, '}');
+}
+
+/* Queen's configure echo: the effective row, every option under its JSON name. */
+void
+queen_render_configured(StringInfo out, const QueenCfgResult *res)
+{
+	int			i;
+
+	appendStringInfoString(out, "{\"configured\":true,\"queueId\":");
+	queen_render_uuid(out, &res->id);
+	appendStringInfoString(out, ",\"partitionId\":null,\"queue\":");
+	escape_json(out, res->queue);
+	appendStringInfoString(out, ",\"namespace\":");
+	escape_json(out, res->label[0]);
+	appendStringInfoString(out, ",\"task\":");
+	escape_json(out, res->label[1]);
+	/* a literal Queen keeps on the wire since it has one storage engine */
+	appendStringInfoString(out, ",\"storage\":\"segments\",\"options\":{");
+	for (i = 0; i < QUEEN_NOPTIONS; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(out, ',');
+		escape_json(out, queen_options[i].json);
+		appendStringInfoChar(out, ':');
+		if (queen_options[i].type == QUEEN_OPT_INT)
+			appendStringInfo(out, "%d", res->ival[i]);
+		else if (queen_options[i].type == QUEEN_OPT_BOOL)
+			appendStringInfoString(out, res->ival[i] ? "true" : "false");
+		else
+			escape_json(out, res->sval[i]);
+	}
+	appendStringInfoString(out, "}}");
 }

@@ -1,0 +1,177 @@
+/*-------------------------------------------------------------------------
+ *
+ * ops.h
+ *	  The control operations: every request a listener hands to a shard
+ *	  to run in a transaction (health, configure, delete queue, and the
+ *	  consumption operations), each one row of one table (ops.c).
+ *
+ * A row says everything the listener and the shard need to know of an
+ * operation: its name, whether it may share a transaction with others,
+ * the layout of its arguments on the ring, how to run it (a core call),
+ * how to render what it returned, how to answer when its transaction
+ * failed, which rows it locks up front in a shared transaction, and what
+ * to tell others once it committed.  The listener's handler fills the
+ * arguments' struct; the shard's generic runner (shard_control.c) decodes
+ * it by the row's layout and calls the row's functions.  So a new route
+ * that reaches the database is: a row in the route table (routes.c), an
+ * operation here (its number, its arguments' struct) and its row in
+ * ops.c, a handler, and the core function.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_OPS_H
+#define QUEEN_OPS_H
+
+#include "consume.h"
+#include "wire.h"
+
+/* An operation's number on the wire, and its row's index in ops.c. */
+typedef enum QueenControlOp
+{
+	QUEEN_CONTROL_HEALTH = 1,
+	QUEEN_CONTROL_CONFIGURE,
+	QUEEN_CONTROL_DELETE_QUEUE,
+	QUEEN_CONTROL_POP,
+	QUEEN_CONTROL_ACK,
+	QUEEN_CONTROL_RENEW,
+	QUEEN_CONTROL_DLQ,
+	QUEEN_CONTROL_DELETE_GROUP,
+	QUEEN_CONTROL_NOPS
+} QueenControlOp;
+
+/*
+ * QUEEN_OP_CONSUMES: a consumption operation.  It runs under
+ * queen.consume_lock_timeout, its counts are published only once it
+ * committed, and if its shard ends before answering, its outcome is
+ * unknown (it may have committed).
+ * QUEEN_OP_SHARES: it may share one transaction with the consumption
+ * operations queued beside it.
+ * QUEEN_OP_RUNS_LAST: in a shared transaction it runs after the others
+ * (a pop, whose lease should start as late as possible).
+ */
+#define QUEEN_OP_CONSUMES		0x01
+#define QUEEN_OP_SHARES			0x02
+#define QUEEN_OP_RUNS_LAST		0x04
+
+/* The arguments, one struct an operation (health has none). */
+typedef struct QueenArgsText
+{
+	QueenWireText text;			/* configure: the body; delete: the queue */
+} QueenArgsText;
+
+/* POP: queue (absent for discovery), partition (absent: any), the filters */
+typedef struct QueenArgsPop
+{
+	QueenWireText queue;
+	QueenWireText partition;
+	QueenWireText namespace_name;
+	QueenWireText task;
+	QueenWireText group;		/* absent: queue mode */
+	QueenWireText sub_mode;
+	QueenWireText sub_from;
+	int32		batch;
+	int32		max_partitions;
+	int32		lease_seconds;
+	uint8		auto_ack;
+	int64		retry_until;	/* QueenPopRequest.retry_until */
+} QueenArgsPop;
+
+/* ACK: the group and how many items follow (QueenArgsAckItem each). */
+typedef struct QueenArgsAck
+{
+	QueenWireText group;		/* absent: queue mode */
+	int32		nitems;
+} QueenArgsAck;
+
+#define QUEEN_ACK_ITEM_VALID		0x01	/* else problem says why */
+#define QUEEN_ACK_ITEM_STATUS		0x02	/* a status was given (not null) */
+#define QUEEN_ACK_ITEM_ERROR		0x04	/* an error text was given */
+
+typedef struct QueenArgsAckItem
+{
+	uint8		flags;
+	const char *partition_id;	/* UUID_LEN bytes */
+	QueenWireText txn;
+	QueenWireText status;
+	QueenWireText lease;
+	QueenWireText error;
+	QueenWireText problem;		/* why an invalid item is not applied */
+} QueenArgsAckItem;
+
+/* RENEW: every lease held under the id, by seconds. */
+typedef struct QueenArgsRenew
+{
+	QueenWireText lease;
+	int32		seconds;
+} QueenArgsRenew;
+
+/* DLQ: the listing's filter; from and to as the client wrote them. */
+typedef struct QueenArgsDlq
+{
+	QueenWireText queue;
+	QueenWireText group;
+	QueenWireText partition;
+	QueenWireText from;
+	QueenWireText to;
+	int32		limit;
+	int64		offset;
+} QueenArgsDlq;
+
+/* DELETE_GROUP: the group on every queue of the tenant, or on one. */
+typedef struct QueenArgsGroupDelete
+{
+	QueenWireText group;
+	QueenWireText queue;		/* absent: every queue */
+	uint8		delete_metadata;
+} QueenArgsGroupDelete;
+
+/* One run of an operation in the shard. */
+typedef struct QueenOpCall
+{
+	uint8		op;				/* QueenControlOp */
+	pg_uuid_t	tenant;
+	const void *args;			/* decoded by the row's layout */
+	QueenMsgReader items;		/* what follows the arguments (an ack's items) */
+	/* set by a run that refuses: {"error": problem, "invalid": invalid} */
+	const char *problem;
+	const char *invalid;
+	int			status;			/* the refusal's status; 0: 400 */
+} QueenOpCall;
+
+/* The consumer rows a shared transaction locks before its operations run. */
+typedef struct QueenOpLocks
+{
+	QueenConsumerKey *keys;
+	int			nkeys;
+	int			maxkeys;
+	const char **leases;
+	int			nleases;
+	int			maxleases;
+} QueenOpLocks;
+
+typedef struct QueenControlOpDef
+{
+	const char *name;			/* "pop": logs, errors ("pop failed: ...") */
+	const char *activity;		/* pg_stat_activity while it runs */
+	uint8		flags;			/* QUEEN_OP_* */
+	QueenWireLayout args;
+	QueenWireLayout items;		/* trailing items (nfields 0: none) */
+
+	/* The core call, in the shard's transaction; NULL with call->problem set: 400. */
+	void	   *(*run) (QueenOpCall *call);
+	/* The answer: its HTTP status, the body appended to out. */
+	int			(*render) (QueenOpCall *call, void *result, StringInfo out);
+	/* Its transaction rolled back (NULL: 500 "<name> failed: <message>"). */
+	int			(*fail) (QueenOpCall *call, const char *message, StringInfo out);
+	/* The consumer rows it will lock, locked first in a shared transaction. */
+	void		(*lock) (QueenOpCall *call, QueenOpLocks *locks);
+	/* After its COMMIT, before its answer leaves. */
+	void		(*committed) (QueenOpCall *call);
+} QueenControlOpDef;
+
+extern const QueenControlOpDef *queen_control_op(uint8 op);
+extern void queen_control_put_args(StringInfo arg, uint8 op, const void *args);
+extern void queen_control_put_item(StringInfo arg, uint8 op, const void *item);
+extern bool queen_control_get_args(QueenMsgReader *r, uint8 op, void *args);
+
+#endif							/* QUEEN_OPS_H */
