@@ -206,6 +206,51 @@ queen_rows_rte(Oid relid, AclMode perms)
 }
 
 /*
+ * The partition row a push leaves: last_offset advanced by the segment's
+ * messages, the first-write times set if unset, last_write_at moved if it
+ * is a quantum old.  Stored in newslot; the row's old last_offset, or -1
+ * when oldslot is not the target's row.
+ */
+static int64
+queen_partition_advanced(TupleTableSlot *oldslot, TupleTableSlot *newslot,
+						 const AttrNumber *attnums, const QueenTarget *t, TimestampTz now)
+{
+	Datum	   *values = newslot->tts_values;
+	bool	   *isnull = newslot->tts_isnull;
+	int			natts = oldslot->tts_tupleDescriptor->natts;
+	int64		last;
+
+	slot_getallattrs(oldslot);
+	if (oldslot->tts_isnull[attnums[ALLOC_ID] - 1] ||
+		oldslot->tts_isnull[attnums[ALLOC_LAST_OFFSET] - 1] ||
+		oldslot->tts_isnull[attnums[ALLOC_LAST_WRITE] - 1] ||
+		memcmp(DatumGetUUIDP(oldslot->tts_values[attnums[ALLOC_ID] - 1]), &t->pid,
+			   sizeof(pg_uuid_t)) != 0)
+		return -1;
+
+	ExecClearTuple(newslot);
+	memcpy(values, oldslot->tts_values, sizeof(Datum) * natts);
+	memcpy(isnull, oldslot->tts_isnull, sizeof(bool) * natts);
+	last = DatumGetInt64(values[attnums[ALLOC_LAST_OFFSET] - 1]);
+	values[attnums[ALLOC_LAST_OFFSET] - 1] = Int64GetDatum(last + t->seg->msg_count);
+	if (isnull[attnums[ALLOC_OLDEST_LIVE] - 1])
+	{
+		values[attnums[ALLOC_OLDEST_LIVE] - 1] = TimestampTzGetDatum(now);
+		isnull[attnums[ALLOC_OLDEST_LIVE] - 1] = false;
+	}
+	if (isnull[attnums[ALLOC_OLDEST_TXN] - 1])
+	{
+		values[attnums[ALLOC_OLDEST_TXN] - 1] = TimestampTzGetDatum(now);
+		isnull[attnums[ALLOC_OLDEST_TXN] - 1] = false;
+	}
+	if (now - DatumGetTimestampTz(values[attnums[ALLOC_LAST_WRITE] - 1]) >
+		QUEEN_LAST_WRITE_QUANTUM_SECS * USECS_PER_SEC)
+		values[attnums[ALLOC_LAST_WRITE] - 1] = TimestampTzGetDatum(now);
+	ExecStoreVirtualTuple(newslot);
+	return last;
+}
+
+/*
  * The allocator's update of pre-locked partition rows, from C: what the
  * UPDATE statement of log_write.c (sql_write) does to each row, last_offset
  * moved past the segment, the oldest_* stamped on the empty -> non-empty
@@ -281,8 +326,6 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	for (i = 0; i < n; i++)
 	{
 		QueenTarget *t = targets[i];
-		Datum	   *values = newslot->tts_values;
-		bool	   *isnull = newslot->tts_isnull;
 		TM_FailureData tmfd;
 		LockTupleMode lockmode;
 		bool		update_indexes;
@@ -290,33 +333,9 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 
 		if (!table_tuple_fetch_row_version(rel, &t->tid, SnapshotAny, oldslot))
 			continue;
-		slot_getallattrs(oldslot);
-		if (oldslot->tts_isnull[attnums[ALLOC_ID] - 1] ||
-			oldslot->tts_isnull[attnums[ALLOC_LAST_OFFSET] - 1] ||
-			oldslot->tts_isnull[attnums[ALLOC_LAST_WRITE] - 1] ||
-			memcmp(DatumGetUUIDP(oldslot->tts_values[attnums[ALLOC_ID] - 1]), &t->pid,
-				   sizeof(pg_uuid_t)) != 0)
+		last = queen_partition_advanced(oldslot, newslot, attnums, t, now);
+		if (last < 0)
 			continue;
-
-		ExecClearTuple(newslot);
-		memcpy(values, oldslot->tts_values, sizeof(Datum) * desc->natts);
-		memcpy(isnull, oldslot->tts_isnull, sizeof(bool) * desc->natts);
-		last = DatumGetInt64(values[attnums[ALLOC_LAST_OFFSET] - 1]);
-		values[attnums[ALLOC_LAST_OFFSET] - 1] = Int64GetDatum(last + t->seg->msg_count);
-		if (isnull[attnums[ALLOC_OLDEST_LIVE] - 1])
-		{
-			values[attnums[ALLOC_OLDEST_LIVE] - 1] = TimestampTzGetDatum(now);
-			isnull[attnums[ALLOC_OLDEST_LIVE] - 1] = false;
-		}
-		if (isnull[attnums[ALLOC_OLDEST_TXN] - 1])
-		{
-			values[attnums[ALLOC_OLDEST_TXN] - 1] = TimestampTzGetDatum(now);
-			isnull[attnums[ALLOC_OLDEST_TXN] - 1] = false;
-		}
-		if (now - DatumGetTimestampTz(values[attnums[ALLOC_LAST_WRITE] - 1]) >
-			QUEEN_LAST_WRITE_QUANTUM_SECS * USECS_PER_SEC)
-			values[attnums[ALLOC_LAST_WRITE] - 1] = TimestampTzGetDatum(now);
-		ExecStoreVirtualTuple(newslot);
 
 		if (checks)
 			ExecConstraints(rri, newslot, estate);
