@@ -37,7 +37,7 @@ PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core
 PG_CFLAGS = -Wall -Wextra
 
 REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read pop tenants rollback privileges failure_modes big_transaction untrusted_segments ack consume_tx consume_limits consume_sql replan dedup_runs
-REGRESS_OPTS = --load-extension=queen
+REGRESS_OPTS = --load-extension=queen --load-extension=queen_test
 TAP_TESTS = 1
 ISOLATION = concurrent_push concurrent_provision statement_timeout dedup_cache delete_race created_at_order push_deadlock pop_consumers pop_lease_expiry pop_push_race ack_redelivery runs_race prelock_race pop_wait
 ISOLATION_OPTS = --load-extension=queen
@@ -50,3 +50,13 @@ src/broker/%.o src/broker/%.bc: override CPPFLAGS += -I$(srcdir)/src/broker
 # worth a missed rebuild.
 QUEEN_HEADERS = $(wildcard src/*/*.h src/broker/*/*.h)
 $(OBJS): $(QUEEN_HEADERS)
+
+# The test-only extension (test/): declarations of internal functions of
+# queen.so that only the regression tests call, so that queen--1.0.sql,
+# what a production database runs, has none.  scripts/test installs it;
+# make install does not.  make installcheck needs it: make install-test.
+install-test:
+	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension'
+	$(INSTALL_DATA) $(srcdir)/test/queen_test.control $(srcdir)/test/queen_test--1.0.sql '$(DESTDIR)$(datadir)/extension/'
+
+.PHONY: install-test

@@ -476,15 +476,6 @@ AS $$
 	FROM generate_series(0, octet_length(p_hashes) / 16 - 1) AS i
 $$;
 
--- ---------------------------------------------------------------------
--- Internal: the HTTP push body parser, exposed for the regression tests.
--- ---------------------------------------------------------------------
-CREATE FUNCTION queen._parse_push_body(text) RETURNS text
-AS 'MODULE_PATHNAME', 'queen_parse_push_body_sql'
-LANGUAGE C IMMUTABLE STRICT;
-COMMENT ON FUNCTION queen._parse_push_body(text) IS
-'Internal, for tests: how the HTTP broker splits a POST /api/v1/push body.';
-
 ------------------------------------------------------------------------------
 -- Queue configuration (src/core/configure.c): POST /api/v1/configure and
 -- DELETE /api/v1/resources/queues/:queue from SQL, answering as the HTTP
@@ -514,19 +505,6 @@ CREATE FUNCTION queen.delete_queue_v1(
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'queen_delete_queue_v1'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
--- ---------------------------------------------------------------------
--- Internal: the broker's push permit law (src/broker/permits.c) replayed over a
--- series of bundles (ten a second), for the regression tests.
--- ---------------------------------------------------------------------
-CREATE FUNCTION queen._permit_law_replay(
-	p_min int, p_initial int, p_max int,
-	p_inflight int[], p_segments int[], p_exec_us int8[], p_commit_us int8[])
-RETURNS TABLE (sample int, permit_limit int, naive_limit int)
-AS 'MODULE_PATHNAME', 'queen_permit_law_replay'
-LANGUAGE C IMMUTABLE STRICT;
-COMMENT ON FUNCTION queen._permit_law_replay(int, int, int, int[], int[], int8[], int8[]) IS
-'Internal, for tests: both push permit laws over a series of bundles.';
 
 ------------------------------------------------------------------------------
 -- Acknowledging from SQL (src/sql/ack_sql.c over src/core/ack.c and
@@ -672,22 +650,6 @@ CREATE FUNCTION queen.delete_consumer_group(
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'queen_delete_consumer_group_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
--- Internal: GET /api/v1/dlq's listing (newest first), for the regression tests.
-CREATE FUNCTION queen._dlq_list(
-	queue text,
-	consumer_group text DEFAULT NULL,
-	partition text DEFAULT NULL,
-	from_time timestamptz DEFAULT NULL,
-	to_time timestamptz DEFAULT NULL,
-	page_limit integer DEFAULT 100,
-	page_offset bigint DEFAULT 0)
-RETURNS TABLE (total bigint, partition_name text, group_name text, log_offset bigint,
-			   txn text, error_text text, payload_text text, retries integer)
-AS 'MODULE_PATHNAME', 'queen_dlq_list_sql'
-LANGUAGE C STABLE;
-COMMENT ON FUNCTION queen._dlq_list(text, text, text, timestamptz, timestamptz, integer, bigint) IS
-'Internal, for tests: the dead-letter listing of GET /api/v1/dlq.';
 
 -- Consumer lag: per queue and consumer group (queue mode is __QUEUE_MODE__),
 -- the messages not yet acknowledged and the partitions that hold them.  A

@@ -40,11 +40,12 @@ say() { printf '==> %s\n' "$*"; }
 # differ from what is installed are replaced, each by a rename: a process
 # that loads queen.so at that moment (a session of a running cluster, or of
 # another copy of the test suite installing the same files) sees the old
-# file or the new one, never a missing or half-written one.
+# file or the new one, never a missing or half-written one.  The arguments
+# are the make targets (default: install).
 install_extension() {
 	local stage rel rc=0
 	stage=$(mktemp -d /tmp/queen-install.XXXXXX)
-	if make -C "$REPO_DIR" -s install DESTDIR="$stage" >/dev/null; then
+	if make -C "$REPO_DIR" -s "${@:-install}" DESTDIR="$stage" >/dev/null; then
 		while IFS= read -r rel; do
 			rel=${rel#.}
 			cmp -s "$stage$rel" "$rel" && continue

@@ -42,3 +42,13 @@ SHOW queen.tenant;
 SET queen.tenant = 'not-a-uuid';
 SET queen.zstd_level = 0;
 SET queen.no_such_setting = 1;
+
+-- The internal functions only the tests call belong to the test-only
+-- extension (test/queen_test--1.0.sql), never to queen's own script.
+SELECT e.extname, p.proname
+  FROM pg_depend d
+  JOIN pg_extension e ON e.oid = d.refobjid
+  JOIN pg_proc p ON p.oid = d.objid
+ WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass
+   AND d.deptype = 'e' AND p.proname IN ('_parse_push_body', '_permit_law_replay', '_dlq_list')
+ ORDER BY p.proname;
