@@ -73,6 +73,7 @@ static int	queen_shard_index;
 static QueenWorkerSlot *queen_shard_slot;
 static MemoryContext queen_shard_cxt;	/* groups and their buffers */
 static MemoryContext queen_bundle_cxt;	/* one bundle, reset after it */
+static MemoryContext queen_turn_cxt;	/* one turn of the main loop, reset after it */
 static QueenRingReader queen_readers[QUEEN_MAX_LISTENERS];
 static bool queen_extension_ready = false;
 static bool queen_extension_known = false;
@@ -573,6 +574,8 @@ queen_shard_start(int index)
 											ALLOCSET_DEFAULT_SIZES);
 	queen_bundle_cxt = AllocSetContextCreate(TopMemoryContext, "queen bundle",
 											 ALLOCSET_DEFAULT_SIZES);
+	queen_turn_cxt = AllocSetContextCreate(TopMemoryContext, "queen shard turn",
+										   ALLOCSET_DEFAULT_SIZES);
 	queen_groups_create(queen_shard_cxt);
 	for (l = 0; l < queen_broker->nlisteners; l++)
 		queen_ring_reader_init(&queen_readers[l], queen_submit_ring(l, queen_shard_index),
@@ -674,6 +677,14 @@ queen_shard_main(Datum arg)
 		long		spool_due;
 		bool		worked;
 
+		/*
+		 * What a turn allocates and keeps nowhere (a log line's text, a
+		 * reload's) goes with the turn: what must last has a context of its
+		 * own (groups, the control queue, answers, one bundle).
+		 */
+		MemoryContextSwitchTo(queen_turn_cxt);
+		MemoryContextReset(queen_turn_cxt);
+
 		/* a cancel between transactions has nothing to cancel */
 		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
@@ -721,6 +732,7 @@ queen_shard_main(Datum arg)
 		ResetLatch(MyLatch);
 	}
 
+	MemoryContextSwitchTo(TopMemoryContext);
 	queen_permit_cancel_wait(queen_shard_index);
 	queen_spool_finish(queen_shard_index);
 	proc_exit(0);
