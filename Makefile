@@ -31,7 +31,7 @@ INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
 # -isystem keeps warnings from PostgreSQL's own headers out of -Wextra,
 # so any warning printed is ours.  Only src/core is on the include path of
 # every file; src/broker is on the broker's alone (its files name another
-# process's header by folder: "shard/render.h"), so a core or SQL file that
+# process's header by folder: "maintenance/spool.h"), so a core or SQL file that
 # tried to include a broker header would not compile.
 PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core
 PG_CFLAGS = -Wall -Wextra

@@ -118,7 +118,7 @@ SELECT * FROM queen.nack('t16', :p1, 'L7', 'poison!');
 SELECT * FROM pg_temp.row('ack.a', 'p1');
 SELECT count(*) AS dead_letters FROM queen.log_dlq WHERE partition_id = :p1;
 -- a status that is not one of 5.1's words is refused, so a typo spends no
--- retry (the HTTP door keeps the reference's "anything else fails"); failed
+-- retry (the HTTP door keeps Queen's "anything else fails"); failed
 -- spends one (a fresh budget after the filing)
 SELECT pg_temp.lease('ack.a', 'p1', '__QUEUE_MODE__', 16, 19, 'L8');
 SELECT * FROM queen.ack('t17', :p1, 'L8', 'FAILED');

@@ -17,7 +17,7 @@ RETURNS jsonb LANGUAGE sql AS $$
 	  FROM queen.queues WHERE name = qname AND tenant_id = tenant
 $$;
 
--- The configure defaults of reference 7.6.
+-- The configure defaults of Queen's configure route.
 CREATE FUNCTION pg_temp.defaults() RETURNS jsonb LANGUAGE sql AS $$
 	SELECT '{"priority": 0, "leaseTime": 300, "retryLimit": 3, "retryDelay": 1000, "maxSize": 0,
 	         "ttl": 3600, "deadLetterQueue": true, "dlqAfterMaxRetries": true, "delayedProcessing": 0,

@@ -1,4 +1,4 @@
--- The seed's "Failure modes worth predicting", the rows that apply without a
+-- The failure modes worth predicting, those that apply without a
 -- broker: what the caller sees, and what is in the database afterwards.
 -- (Statement timeout: specs/statement_timeout.spec.  Spool and maintenance
 -- mode belong to the broker.)

@@ -52,8 +52,42 @@
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
+#include "storage/shmem.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
+
+/*
+ * Does queen.database exist?  Asked by a worker before it connects, answered
+ * by the database watch: a ticket is covered once answered
+ * reaches it, and exists is the answer then or later.
+ */
+typedef struct QueenDatabaseWatch
+{
+	pg_atomic_uint64 asked;		/* tickets taken */
+	pg_atomic_uint64 answered;	/* tickets the last answer covers */
+	pg_atomic_uint32 exists;	/* that answer: 1 yes, 0 no */
+} QueenDatabaseWatch;
+
+static QueenDatabaseWatch *queen_dbwatch = NULL;
+
+Size
+queen_dbwatch_shmem_size(void)
+{
+	return MAXALIGN(sizeof(QueenDatabaseWatch));
+}
+
+void
+queen_dbwatch_shmem_init(void)
+{
+	bool		found;
+
+	queen_dbwatch = ShmemInitStruct("queen database watch", queen_dbwatch_shmem_size(), &found);
+	if (found)
+		return;
+	pg_atomic_init_u64(&queen_dbwatch->asked, 0);
+	pg_atomic_init_u64(&queen_dbwatch->answered, 0);
+	pg_atomic_init_u32(&queen_dbwatch->exists, 0);
+}
 
 /* How often the watch looks again while the database is missing. */
 #define QUEEN_DBWATCH_RETRY_MS	1000
@@ -106,7 +140,7 @@ queen_dbwatch_wake_waiters(void)
 static void
 queen_dbwatch_publish(bool exists, uint64 covered)
 {
-	QueenDatabaseWatch *w = &queen_broker->dbwatch_state;
+	QueenDatabaseWatch *w = queen_dbwatch;
 
 	pg_atomic_write_u32(&w->exists, exists ? 1 : 0);
 	pg_write_barrier();
@@ -151,7 +185,7 @@ queen_dbwatch_main(Datum arg)
 	slot = queen_worker_begin(QUEEN_DBWATCH, DatumGetInt32(arg));
 	if (slot == NULL)
 		proc_exit(0);
-	w = &queen_broker->dbwatch_state;
+	w = queen_dbwatch;
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("queen database watch");
 	queen_worker_set_state(slot, QUEEN_WORKER_READY);
@@ -204,7 +238,7 @@ queen_dbwatch_main(Datum arg)
 void
 queen_dbwatch_await(QueenWorkerSlot *slot)
 {
-	QueenDatabaseWatch *w = &queen_broker->dbwatch_state;
+	QueenDatabaseWatch *w = queen_dbwatch;
 	uint64		ticket = pg_atomic_add_fetch_u64(&w->asked, 1);
 
 	queen_worker_wake(&queen_broker->dbwatch);

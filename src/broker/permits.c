@@ -18,7 +18,7 @@
  * while throughput rises too.  Vegas reads that rise as queueing and walks
  * the limit down until limit * (1 - base/rtt) falls under beta, about
  * beta itself when the flush dominates, however much the database could
- * take (the failure of Queen's broker; reference section 7.1).  The
+ * take (the failure of Queen's own broker).  The
  * pre-commit time rises only when bundles really compete: for CPU, for
  * locks, for I/O of the statements themselves.  Bundles grow under load
  * and a bigger bundle takes longer for no fault of contention, so the base
@@ -40,13 +40,53 @@
 #include "postgres.h"
 
 #include "permits.h"
+#include "metrics.h"
 
 #include <math.h>
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "storage/shmem.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
+
+/* The push permit pool and its adaptive limit, in shared memory. */
+#define QUEEN_PERMIT_SLOTS		60
+#define QUEEN_PERMIT_BUCKETS	6	/* bundles of 1, 2-3, 4-7, 8-15, 16-31, 32+ segments */
+
+typedef struct QueenPermitPool
+{
+	pg_atomic_uint32 inflight;
+	pg_atomic_uint32 limit;
+	pg_atomic_uint64 waiting;	/* bitmap of shards waiting for a permit */
+	pg_atomic_uint32 held[QUEEN_MAX_SHARDS];	/* permits each shard holds now */
+
+	slock_t		mutex;			/* protects the controller state below */
+	double		limit_f;
+	double		naive_limit_f;	/* the textbook law on the same samples */
+	int64		slot_second[QUEEN_PERMIT_SLOTS];
+	double		slot_min_cost[QUEEN_PERMIT_SLOTS][QUEEN_PERMIT_BUCKETS];	/* us before COMMIT */
+	double		slot_min_rtt[QUEEN_PERMIT_SLOTS];	/* us per bundle, whole */
+	uint64		grows;
+	uint64		shrinks;
+	double		last_queue;		/* last queue estimate of our law */
+
+	/* recent round trips for the quantiles on /metrics */
+	int			rtt_next;
+	int			rtt_count;
+	float		rtt_ms[256];
+} QueenPermitPool;
+
+static QueenPermitPool *queen_permit_pool = NULL;
+
+static int
+queen_cmp_float(const void *a, const void *b)
+{
+	float		x = *(const float *) a;
+	float		y = *(const float *) b;
+
+	return (x > y) - (x < y);
+}
 
 #define QUEEN_VEGAS_ALPHA	3.0
 #define QUEEN_VEGAS_BETA	6.0
@@ -65,7 +105,7 @@ queen_permit_clamp(int v)
 	return queen_permit_clamp_to(v, queen_push_permits_min, queen_push_permits_max);
 }
 
-void
+static void
 queen_permits_init(QueenPermitPool *pool)
 {
 	int			initial = queen_permit_clamp(queen_push_permits_initial);
@@ -100,7 +140,7 @@ queen_permits_init(QueenPermitPool *pool)
 bool
 queen_permit_try_acquire(int shard)
 {
-	QueenPermitPool *pool = &queen_broker->permits;
+	QueenPermitPool *pool = queen_permit_pool;
 	uint32		cur = pg_atomic_read_u32(&pool->inflight);
 
 	for (;;)
@@ -126,7 +166,7 @@ queen_permit_try_acquire(int shard)
 void
 queen_permit_cancel_wait(int shard)
 {
-	pg_atomic_fetch_and_u64(&queen_broker->permits.waiting, ~(UINT64CONST(1) << shard));
+	pg_atomic_fetch_and_u64(&queen_permit_pool->waiting, ~(UINT64CONST(1) << shard));
 }
 
 /* Wake the waiting shards; the first to get there takes the permit. */
@@ -254,7 +294,7 @@ queen_permit_learn(QueenPermitPool *pool, int lo, int hi, uint32 inflight,
 void
 queen_permit_release(int shard, int nsegments, int64 exec_us, int64 commit_us)
 {
-	QueenPermitPool *pool = &queen_broker->permits;
+	QueenPermitPool *pool = queen_permit_pool;
 	uint32		inflight;
 
 	if (pg_atomic_read_u32(&pool->held[shard]) == 0)
@@ -358,7 +398,7 @@ queen_permit_law_replay(PG_FUNCTION_ARGS)
 void
 queen_permits_reclaim(int shard, const char *when)
 {
-	QueenPermitPool *pool = &queen_broker->permits;
+	QueenPermitPool *pool = queen_permit_pool;
 	uint32		n = pg_atomic_exchange_u32(&pool->held[shard], 0);
 
 	queen_permit_cancel_wait(shard);
@@ -375,7 +415,7 @@ queen_permits_reclaim(int shard, const char *when)
 void
 queen_permits_reconfigure(void)
 {
-	QueenPermitPool *pool = &queen_broker->permits;
+	QueenPermitPool *pool = queen_permit_pool;
 
 	SpinLockAcquire(&pool->mutex);
 	pool->limit_f = queen_permit_clamp((int) pool->limit_f);
@@ -383,4 +423,70 @@ queen_permits_reconfigure(void)
 	pg_atomic_write_u32(&pool->limit, (uint32) pool->limit_f);
 	SpinLockRelease(&pool->mutex);
 	queen_permit_wake_waiters(pool);
+}
+
+Size
+queen_permits_shmem_size(void)
+{
+	return MAXALIGN(sizeof(QueenPermitPool));
+}
+
+void
+queen_permits_shmem_init(void)
+{
+	bool		found;
+
+	queen_permit_pool = ShmemInitStruct("queen permits", queen_permits_shmem_size(), &found);
+	if (!found)
+		queen_permits_init(queen_permit_pool);
+}
+
+/*
+ * The pool on /metrics: its limit (also under Queen's name), what is held,
+ * where the textbook law would be, and the round trips of the last
+ * bundles, copied under the pool's lock.
+ */
+void
+queen_permits_render(StringInfo out)
+{
+	QueenPermitPool *pool = queen_permit_pool;
+	float		rtts[lengthof(pool->rtt_ms)];
+	int			nrtt;
+	double		naive_limit;
+	double		queue_estimate;
+	uint64		grows,
+				shrinks;
+	uint32		limit = pg_atomic_read_u32(&pool->limit);
+
+	SpinLockAcquire(&pool->mutex);
+	nrtt = pool->rtt_count;
+	memcpy(rtts, pool->rtt_ms, sizeof(float) * nrtt);
+	naive_limit = pool->naive_limit_f;
+	queue_estimate = pool->last_queue;
+	grows = pool->grows;
+	shrinks = pool->shrinks;
+	SpinLockRelease(&pool->mutex);
+
+	if (nrtt > 0)
+	{
+		qsort(rtts, nrtt, sizeof(float), queen_cmp_float);
+		queen_metric(out, "queen_batch_rtt_milliseconds", "gauge", "Bundle round trip (statements and commit) over the last 256 bundles.");
+		appendStringInfo(out, "queen_batch_rtt_milliseconds{op=\"push\",quantile=\"0.5\"} %.3f\n",
+						 rtts[nrtt / 2]);
+		appendStringInfo(out, "queen_batch_rtt_milliseconds{op=\"push\",quantile=\"0.99\"} %.3f\n",
+						 rtts[Min(nrtt - 1, (int) (nrtt * 0.99))]);
+	}
+	queen_metric(out, "queen_push_permits_limit", "gauge", "Current limit of the shared push permit pool.");
+	appendStringInfo(out, "queen_push_permits_limit %u\n", limit);
+	queen_metric(out, "queen_seg_push_vegas_limit", "gauge", "Same as queen_push_permits_limit, under Queen's name.");
+	appendStringInfo(out, "queen_seg_push_vegas_limit %u\n", limit);
+	queen_metric(out, "queen_push_permits_inflight", "gauge", "Push permits held (bundles in flight).");
+	appendStringInfo(out, "queen_push_permits_inflight %u\n", pg_atomic_read_u32(&pool->inflight));
+	queen_metric(out, "queen_push_permits_naive_limit", "gauge", "Where textbook Vegas on whole round trips would have put the limit (shadow, not used).");
+	appendStringInfo(out, "queen_push_permits_naive_limit %.0f\n", naive_limit);
+	queen_metric(out, "queen_push_permits_queue_estimate", "gauge", "Last queue estimate of the permit law, in bundles.");
+	appendStringInfo(out, "queen_push_permits_queue_estimate %.2f\n", queue_estimate);
+	queen_metric(out, "queen_push_permits_adjustments_total", "counter", "Steps the permit law took.");
+	appendStringInfo(out, "queen_push_permits_adjustments_total{direction=\"grow\"} " UINT64_FORMAT "\n", grows);
+	appendStringInfo(out, "queen_push_permits_adjustments_total{direction=\"shrink\"} " UINT64_FORMAT "\n", shrinks);
 }

@@ -4,8 +4,8 @@
  *	  The push permit pool (permits.c): a shard takes a permit per bundle
  *	  and gives it back with the bundle's timings, which move the limit.
  *
- * The pool itself is part of the shared-memory layout (broker.h); these
- * are the only ways to touch it.
+ * The pool is permits.c's own shared memory; these are the only ways to
+ * touch it.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,7 +14,8 @@
 
 #include "broker.h"
 
-extern void queen_permits_init(QueenPermitPool *pool);
+extern Size queen_permits_shmem_size(void);
+extern void queen_permits_shmem_init(void);
 extern bool queen_permit_try_acquire(int shard);
 extern void queen_permit_cancel_wait(int shard);
 extern void queen_permit_release(int shard, int nsegments, int64 exec_us, int64 commit_us);

@@ -19,6 +19,7 @@
 #include "postgres.h"
 
 #include "render.h"
+#include "codec.h"
 
 #include "utils/datetime.h"
 #include "utils/json.h"

@@ -14,14 +14,15 @@
  * clean together with the restarted workers; only maintenance mode is
  * carried over, from its state file (maintenance_mode.c).
  *
- * What fills the permit pool and the maintenance flag is handed in by the
- * worker runtime (worker.c, queen_shmem_install), so this file, the bottom
- * of the broker, calls nothing above it.
+ * Each subsystem owns its shared state, as autovacuum and the logical
+ * replication launcher do: a size and an init of its own, which the
+ * worker runtime hands in as a table (worker.c, queen_shmem_install), so
+ * this file, the bottom of the broker, calls nothing above it.  Each part
+ * is its own ShmemInitStruct, laid out in the same startup hook.
  *
  * Locking: worker slots are written by their own worker (state and
  * incarnation are atomics others read); rings have their own spinlocks;
- * the permit pool's controller state has a spinlock; counters, gauges and
- * the maintenance flag are atomics.
+ * each subsystem's state says how it is guarded (mostly atomics).
  *
  *-------------------------------------------------------------------------
  */
@@ -43,7 +44,8 @@ static shmem_startup_hook_type queen_prev_shmem_startup_hook = NULL;
 /* Fixed at preload, since both settings are PGC_POSTMASTER. */
 static int	queen_layout_listeners = 0;
 static int	queen_layout_shards = 0;
-static void (*queen_layout_fill) (void) = NULL;
+static const QueenShmemPart *queen_layout_parts = NULL;
+static int	queen_layout_nparts = 0;
 
 static Size
 queen_broker_shmem_size(void)
@@ -59,9 +61,14 @@ queen_broker_shmem_size(void)
 static void
 queen_shmem_request(void)
 {
+	Size		size = queen_broker_shmem_size();
+	int			i;
+
 	if (queen_prev_shmem_request_hook)
 		queen_prev_shmem_request_hook();
-	RequestAddinShmemSpace(queen_broker_shmem_size());
+	for (i = 0; i < queen_layout_nparts; i++)
+		size = add_size(size, queen_layout_parts[i].size());
+	RequestAddinShmemSpace(size);
 }
 
 static void
@@ -75,7 +82,8 @@ static void
 queen_shmem_startup(void)
 {
 	bool		found;
-	int			l,
+	int			i,
+				l,
 				s;
 
 	if (queen_prev_shmem_startup_hook)
@@ -95,9 +103,6 @@ queen_shmem_startup(void)
 			queen_slot_init(&queen_broker->listeners[l]);
 		queen_slot_init(&queen_broker->maintenance);
 		queen_slot_init(&queen_broker->dbwatch);
-		pg_atomic_init_u64(&queen_broker->dbwatch_state.asked, 0);
-		pg_atomic_init_u64(&queen_broker->dbwatch_state.answered, 0);
-		pg_atomic_init_u32(&queen_broker->dbwatch_state.exists, 0);
 		for (s = 0; s < QUEEN_MAX_SHARDS; s++)
 			queen_slot_init(&queen_broker->shards[s]);
 		for (l = 0; l < queen_layout_listeners; l++)
@@ -111,25 +116,10 @@ queen_shmem_startup(void)
 				off += queen_ring_shmem_size(QUEEN_VERDICT_RING_BYTES);
 			}
 
-		pg_atomic_init_u64(&queen_broker->metrics.push_requests, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.push_messages, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.push_rejected, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.http_requests, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.commits, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.bundle_failures, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.segments, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.items, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.queued, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.duplicates, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.failed, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.exec_us, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.commit_us, 0);
-		pg_atomic_init_u64(&queen_broker->metrics.started_at, (uint64) GetCurrentTimestamp());
-		pg_atomic_init_u64(&queen_broker->lag.seq, 0);
-		/* the zeroed struct is a valid start for the spool's atomics */
-		pg_atomic_init_u32(&queen_broker->spool.db_healthy, 1);
-		queen_layout_fill();
+		pg_atomic_init_u32(&queen_broker->test_fault_fired, 0);
 	}
+	for (i = 0; i < queen_layout_nparts; i++)
+		queen_layout_parts[i].init();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -179,16 +169,16 @@ queen_worker_wake(QueenWorkerSlot *slot)
 }
 
 /*
- * At preload: the layout's size, fixed from the settings, and the hooks
- * that request and lay it out.  fill sets up what lives in it beyond rings
- * and counters (the permit pool, the maintenance flag) when it is new.
+ * At preload: the layout's size, fixed from the settings, the subsystems'
+ * parts beside it, and the hooks that request and lay them out.
  */
 void
-queen_shmem_install(int listeners, int shards, void (*fill) (void))
+queen_shmem_install(int listeners, int shards, const QueenShmemPart *parts, int nparts)
 {
 	queen_layout_listeners = listeners;
 	queen_layout_shards = shards;
-	queen_layout_fill = fill;
+	queen_layout_parts = parts;
+	queen_layout_nparts = nparts;
 
 	queen_prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = queen_shmem_request;

@@ -39,7 +39,41 @@
 #include "spi.h"
 #include "wait.h"
 
+#include "storage/shmem.h"
 #include "utils/hsearch.h"
+
+/* The generations, in this file's shared memory. */
+typedef struct QueenWakeShared
+{
+	pg_atomic_uint64 total;
+	pg_atomic_uint64 catalog;
+	pg_atomic_uint32 forgets;
+	pg_atomic_uint32 gen[QUEEN_WAKE_SLOTS];
+} QueenWakeShared;
+
+static QueenWakeShared *queen_wake_shared = NULL;
+
+Size
+queen_wake_shmem_size(void)
+{
+	return MAXALIGN(sizeof(QueenWakeShared));
+}
+
+void
+queen_wake_shmem_init(void)
+{
+	bool		found;
+	int			i;
+
+	queen_wake_shared = ShmemInitStruct("queen wake", queen_wake_shmem_size(), &found);
+	if (found)
+		return;
+	pg_atomic_init_u64(&queen_wake_shared->total, 0);
+	pg_atomic_init_u64(&queen_wake_shared->catalog, 0);
+	pg_atomic_init_u32(&queen_wake_shared->forgets, 0);
+	for (i = 0; i < QUEEN_WAKE_SLOTS; i++)
+		pg_atomic_init_u32(&queen_wake_shared->gen[i], 0);
+}
 
 /* Slots this process marked since it last published. */
 static int	queen_wake_marked[QUEEN_WAKE_SLOTS];
@@ -68,7 +102,7 @@ static void queen_wake_listeners(void);
 static bool
 queen_wake_known_has(uint64 h)
 {
-	uint32		forgets = pg_atomic_read_u32(&queen_broker->wake.forgets);
+	uint32		forgets = pg_atomic_read_u32(&queen_wake_shared->forgets);
 
 	if (queen_wake_known == NULL || forgets != queen_wake_known_forgets ||
 		hash_get_num_entries(queen_wake_known) >= QUEEN_WAKE_KNOWN_MAX)
@@ -125,7 +159,7 @@ queen_wake_forget(void)
 int
 queen_wake_publish(void)
 {
-	QueenWakeShared *w = &queen_broker->wake;
+	QueenWakeShared *w = queen_wake_shared;
 	int			n = queen_wake_nmarked;
 	int			i;
 
@@ -161,8 +195,8 @@ void
 queen_wake_catalog(bool deleted)
 {
 	if (deleted)
-		pg_atomic_fetch_add_u32(&queen_broker->wake.forgets, 1);
-	pg_atomic_fetch_add_u64(&queen_broker->wake.catalog, 1);
+		pg_atomic_fetch_add_u32(&queen_wake_shared->forgets, 1);
+	pg_atomic_fetch_add_u64(&queen_wake_shared->catalog, 1);
 	queen_wake_listeners();
 }
 
@@ -176,8 +210,8 @@ queen_wake_sql_commit(const int *slots, int nslots)
 	int			i;
 
 	for (i = 0; i < nslots; i++)
-		pg_atomic_fetch_add_u32(&queen_broker->wake.gen[slots[i]], 1);
-	pg_atomic_fetch_add_u64(&queen_broker->metrics.wakes_sql, nslots);
+		pg_atomic_fetch_add_u32(&queen_wake_shared->gen[slots[i]], 1);
+	queen_count(QUEEN_COUNT_WAKES_SQL, nslots);
 	queen_wake_listeners();
 }
 
@@ -193,7 +227,7 @@ queen_wake_listeners(void)
 {
 	int			i;
 
-	pg_atomic_fetch_add_u64(&queen_broker->wake.total, 1);
+	pg_atomic_fetch_add_u64(&queen_wake_shared->total, 1);
 	for (i = 0; i < queen_broker->nlisteners; i++)
 		queen_worker_wake(&queen_broker->listeners[i]);
 }
@@ -203,8 +237,8 @@ uint64
 queen_wake_generation(int slot)
 {
 	if (slot == QUEEN_WAKE_TOTAL)
-		return pg_atomic_read_u64(&queen_broker->wake.total);
+		return pg_atomic_read_u64(&queen_wake_shared->total);
 	if (slot == QUEEN_WAKE_CATALOG)
-		return pg_atomic_read_u64(&queen_broker->wake.catalog);
-	return pg_atomic_read_u32(&queen_broker->wake.gen[slot]);
+		return pg_atomic_read_u64(&queen_wake_shared->catalog);
+	return pg_atomic_read_u32(&queen_wake_shared->gen[slot]);
 }

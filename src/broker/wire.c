@@ -29,30 +29,22 @@ queen_msg_put(StringInfo buf, const void *data, Size len)
 	appendBinaryStringInfo(buf, (const char *) data, (int) len);
 }
 
+/* An unsigned integer of width bytes (1, 2, 4 or 8), native-endian. */
 static void
-queen_msg_put_u8(StringInfo buf, uint8 v)
+queen_msg_put_uint(StringInfo buf, Size width, uint64 v)
 {
-	appendStringInfoCharMacro(buf, (char) v);
+	uint8		v8 = (uint8) v;
+	uint16		v16 = (uint16) v;
+	uint32		v32 = (uint32) v;
+
+	queen_msg_put(buf, width == 1 ? (void *) &v8 : width == 2 ? (void *) &v16 :
+				  width == 4 ? (void *) &v32 : (void *) &v, width);
 }
 
-static void
-queen_msg_put_u16(StringInfo buf, uint16 v)
-{
-	queen_msg_put(buf, &v, sizeof(v));
-}
-
-static void
-queen_msg_put_u32(StringInfo buf, uint32 v)
-{
-	queen_msg_put(buf, &v, sizeof(v));
-}
-
-static void
-queen_msg_put_u64(StringInfo buf, uint64 v)
-{
-	queen_msg_put(buf, &v, sizeof(v));
-}
-
+#define queen_msg_put_u8(buf, v)	queen_msg_put_uint(buf, 1, v)
+#define queen_msg_put_u16(buf, v)	queen_msg_put_uint(buf, 2, v)
+#define queen_msg_put_u32(buf, v)	queen_msg_put_uint(buf, 4, v)
+#define queen_msg_put_u64(buf, v)	queen_msg_put_uint(buf, 8, v)
 
 /* A message shorter than its fields says marks the reader bad, never reads past. */
 static const char *
@@ -82,41 +74,36 @@ queen_msg_copy(QueenMsgReader *r, void *dst, Size len)
 		memset(dst, 0, len);
 }
 
-static uint8
-queen_msg_get_u8(QueenMsgReader *r)
-{
-	uint8		v;
-
-	queen_msg_copy(r, &v, sizeof(v));
-	return v;
-}
-
-static uint16
-queen_msg_get_u16(QueenMsgReader *r)
-{
-	uint16		v;
-
-	queen_msg_copy(r, &v, sizeof(v));
-	return v;
-}
-
-static uint32
-queen_msg_get_u32(QueenMsgReader *r)
-{
-	uint32		v;
-
-	queen_msg_copy(r, &v, sizeof(v));
-	return v;
-}
-
+/* An unsigned integer of width bytes, or 0 once the message ran short. */
 static uint64
-queen_msg_get_u64(QueenMsgReader *r)
+queen_msg_get_uint(QueenMsgReader *r, Size width)
 {
-	uint64		v;
+	uint8		v8;
+	uint16		v16;
+	uint32		v32;
+	uint64		v64;
 
-	queen_msg_copy(r, &v, sizeof(v));
-	return v;
+	switch (width)
+	{
+		case 1:
+			queen_msg_copy(r, &v8, 1);
+			return v8;
+		case 2:
+			queen_msg_copy(r, &v16, 2);
+			return v16;
+		case 4:
+			queen_msg_copy(r, &v32, 4);
+			return v32;
+		default:
+			queen_msg_copy(r, &v64, 8);
+			return v64;
+	}
 }
+
+#define queen_msg_get_u8(r)		((uint8) queen_msg_get_uint(r, 1))
+#define queen_msg_get_u16(r)	((uint16) queen_msg_get_uint(r, 2))
+#define queen_msg_get_u32(r)	((uint32) queen_msg_get_uint(r, 4))
+#define queen_msg_get_u64(r)	queen_msg_get_uint(r, 8)
 
 /* ----------------------------------------------------------------
  *		Messages

@@ -22,16 +22,18 @@
  * gone.  A missing database is no reason to exit: the workers that need it
  * wait for it before they connect (dbwatch.c).
  *
- * This file calls down into shmem.c (the layout and the slots),
- * permits.c and maintenance_mode.c (what fills shared memory at start); none
- * of those calls back up, so the call graph has no cycle.
+ * This file calls down into shmem.c (the layout and the slots) and hands
+ * it each subsystem's size and init (queen_shmem_parts); none of those
+ * calls back up, so the call graph has no cycle.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "worker.h"
+#include "codec.h"
 #include "permits.h"
+#include "maintenance/maintenance.h"
 #include "maintenance/spool.h"
 
 #include "access/xact.h"
@@ -169,13 +171,15 @@ queen_register_worker(const QueenWorkerKindDef *def, int index)
 	RegisterBackgroundWorker(&worker);
 }
 
-/* What fills shared memory once it is laid out (shmem.c calls it back). */
-static void
-queen_broker_fill(void)
-{
-	queen_permits_init(&queen_broker->permits);
-	queen_maintenance_load();
-}
+/* Each subsystem's shared state, sized and laid out by its own functions. */
+static const QueenShmemPart queen_shmem_parts[] = {
+	{queen_metrics_shmem_size, queen_metrics_shmem_init},
+	{queen_permits_shmem_size, queen_permits_shmem_init},
+	{queen_spool_shmem_size, queen_spool_shmem_init},
+	{queen_wake_shmem_size, queen_wake_shmem_init},
+	{queen_lag_shmem_size, queen_lag_shmem_init},
+	{queen_dbwatch_shmem_size, queen_dbwatch_shmem_init},
+};
 
 /*
  * Called from _PG_init when preloaded: set up the shared memory hooks and
@@ -203,7 +207,7 @@ queen_broker_preload(void)
 		needed += counts[k];
 	}
 	queen_shmem_install(queen_http_workers, queen_fusion_shards_effective(),
-						queen_broker_fill);
+						queen_shmem_parts, lengthof(queen_shmem_parts));
 	queen_wake_install();
 
 	if (needed > max_worker_processes)
@@ -511,7 +515,7 @@ queen_worker_transact(const char *what, const char *log_as, QueenTxBody body, vo
 		result->sqlerrcode = edata->sqlerrcode;
 		result->sqlclass = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
 		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
-			pg_atomic_fetch_add_u64(&queen_broker->spool.statement_timeouts, 1);
+			queen_count(QUEEN_COUNT_STATEMENT_TIMEOUTS, 1);
 		if (log_as != NULL)
 			ereport(LOG,
 					(errmsg("queen %s: %s failed: %s", log_as, what, edata->message),

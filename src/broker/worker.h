@@ -38,6 +38,8 @@ extern void queen_broker_preload(void);
 extern QueenWorkerSlot *queen_worker_begin(QueenWorkerKind kind, int index);
 extern void queen_worker_connect(QueenWorkerSlot *slot);
 extern void queen_dbwatch_await(QueenWorkerSlot *slot);
+extern Size queen_dbwatch_shmem_size(void);
+extern void queen_dbwatch_shmem_init(void);
 extern void queen_worker_poll_signals(void);
 extern bool queen_worker_reload(void);
 extern bool queen_worker_extension_present(void);

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * ack.c
- *	  The ack: status normalisation (reference 5.1) and the decision
+ *	  The ack: status normalisation and the decision
  *	  procedure over one consumer row (5.4).  Both doors call it: queen.ack
  *	  and friends in the caller's transaction, the broker from a worker's.
  *
@@ -25,7 +25,7 @@
  * leased batch therefore reads the batch's hash rows and no more, and an
  * ack of exactly the batch, all completed, reads none: the pop recorded
  * the digest of the batch's transactionIds in the consumer row, and a match
- * moves the cursor to the batch's end at once (reference 5.2's fast path,
+ * moves the cursor to the batch's end at once (Queen's fast path,
  * kept in the row rather than in a process's memory, so it holds whichever
  * process or session pops and acks).
  *
@@ -37,6 +37,7 @@
 #include "postgres.h"
 
 #include "ack_int.h"
+#include "codec.h"
 #include "wait.h"
 #include "hash_refs.h"
 #include "spi.h"
@@ -142,7 +143,7 @@ queen_ack_status(const char *status, size_t len)
 
 /*
  * Is status one of the words 5.1 names (failed included)?  The SQL door
- * refuses any other, where the HTTP door keeps the reference's "anything
+ * refuses any other, where the HTTP door keeps Queen's "anything
  * else fails": a typo there would spend a retry without a word.
  */
 bool
@@ -211,31 +212,15 @@ queen_ack_all_found(const int64 *field, int n)
 	return true;
 }
 
-/* Walking up the span: the first match of an id is its lowest offset there. */
+/*
+ * One stored hash met on a walk: each item whose id it is, and which the
+ * walk still looks for (not yet in field, nor in skip when given), takes
+ * off, the first match being the lowest offset walking up.  True once
+ * every item is found in field or skip.
+ */
 static bool
-queen_ack_visit_span(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
-					 const uint8 *hash)
-{
-	QueenHashRefIter it;
-	bool		found = false;
-	int32		idx;
-
-	for (idx = queen_hash_refs_first(refs, hash, &it); idx >= 0;
-		 idx = queen_hash_refs_next(refs, hash, &it))
-	{
-		if (g->eff[idx] < 0)
-		{
-			g->eff[idx] = off;
-			found = true;
-		}
-	}
-	return found && queen_ack_all_found(g->eff, g->n);
-}
-
-/* Walking down below the cursor, for the ids the span did not hold. */
-static bool
-queen_ack_visit_below(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
-					  const uint8 *hash)
+queen_ack_visit(QueenAckGroup *g, const QueenHashRefs *refs, int64 off, const uint8 *hash,
+				int64 *field, const int64 *skip)
 {
 	QueenHashRefIter it;
 	bool		found = false;
@@ -245,18 +230,34 @@ queen_ack_visit_below(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
 	for (idx = queen_hash_refs_first(refs, hash, &it); idx >= 0;
 		 idx = queen_hash_refs_next(refs, hash, &it))
 	{
-		if (g->eff[idx] < 0 && g->below[idx] < 0)
+		if (field[idx] < 0 && (skip == NULL || skip[idx] < 0))
 		{
-			g->below[idx] = off;
+			field[idx] = off;
 			found = true;
 		}
 	}
 	if (!found)
 		return false;
 	for (k = 0; k < g->n; k++)
-		if (g->eff[k] < 0 && g->below[k] < 0)
+		if (field[k] < 0 && (skip == NULL || skip[k] < 0))
 			return false;
 	return true;
+}
+
+/* Walking up the span. */
+static bool
+queen_ack_visit_span(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
+					 const uint8 *hash)
+{
+	return queen_ack_visit(g, refs, off, hash, g->eff, NULL);
+}
+
+/* Walking down below the cursor, for the ids the span did not hold. */
+static bool
+queen_ack_visit_below(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
+					  const uint8 *hash)
+{
+	return queen_ack_visit(g, refs, off, hash, g->below, g->eff);
 }
 
 /* The items' transactionIds hashed as log_txns stores them. */

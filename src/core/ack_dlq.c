@@ -12,6 +12,8 @@
 #include "postgres.h"
 
 #include "ack_int.h"
+#include "validate.h"
+#include "codec.h"
 #include "log_read.h"
 #include "spi.h"
 

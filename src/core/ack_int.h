@@ -11,6 +11,7 @@
 #define QUEEN_ACK_INT_H
 
 #include "queen.h"
+#include "codec.h"
 #include "consume.h"
 
 /* One (partition, lease id) group of items and what 5.4 decides for it. */

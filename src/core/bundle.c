@@ -23,6 +23,7 @@
 #include "postgres.h"
 
 #include "bundle.h"
+#include "codec.h"
 #include "log_read.h"
 #include "log_write.h"
 

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * claim.c
- *	  The claim (reference 4.2): one partition taken for one consumer group
+ *	  The claim: one partition taken for one consumer group
  *	  and its messages read, in the caller's transaction; queen_pop, the
  *	  entry point both doors call, and the result it fills.
  *
@@ -25,6 +25,8 @@
 #include "postgres.h"
 
 #include "claim_int.h"
+#include "validate.h"
+#include "codec.h"
 #include "log_read.h"
 #include "log_write.h"
 #include "spi.h"

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * claim_scan.c
- *	  Which partitions a pop tries (reference 4.3): the wildcard over one
+ *	  Which partitions a pop tries: the wildcard over one
  *	  queue, the namespace/task route over every matching queue, the scan
  *	  floor that keeps idle partitions out of both, and a consumer group's
  *	  first contact with a queue (its remembered subscription and the seed

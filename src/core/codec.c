@@ -16,6 +16,8 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "codec.h"
+#include "validate.h"
 
 #include <time.h>
 

@@ -5,8 +5,8 @@
  *	  them before anything is written (configure.c writes).
  *
  * Every value is validated before the first statement, so a refused body
- * writes nothing.  The body is walked once with PostgreSQL's JSON parser
- * and its own callbacks: no jsonb is built, and no number ever reaches
+ * writes nothing.  The body is walked once by the shape walker over
+ * PostgreSQL's JSON lexer (json_walk.c): no jsonb is built, and no number ever reaches
  * numeric input (whose range errors would be raised, not answered).  What
  * the client got wrong comes back as a message and the key at fault, never
  * as an ERROR, so the broker can reply without unwinding.
@@ -16,6 +16,9 @@
 #include "postgres.h"
 
 #include "configure_parse.h"
+#include "validate.h"
+#include "codec.h"
+#include "json_walk.h"
 
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
@@ -39,7 +42,7 @@
 
 /*
  * Queen's echo order (012_configure.sql).  Defaults are the configure
- * defaults of reference 7.6, which differ from the column defaults a push
+ * defaults of Queen's configure route, which differ from the column defaults a push
  * creates a queue with only in leaseTime (300 against 60).  The ranges
  * refuse what cannot mean anything (a negative count, a lease of 0 s);
  * minPopWaitTime is clamped as Queen clamps it; the sink-hold bound is
@@ -81,138 +84,38 @@ StaticAssertDecl(lengthof(queen_options) == QUEEN_NOPTIONS,
  * ----------------------------------------------------------------
  */
 
-/* A value as the body spelt it; containers are kept only as their kind. */
-typedef struct QueenJsonValue
-{
-	bool		present;
-	JsonTokenType type;			/* a scalar's type, or OBJECT_START / ARRAY_START */
-	char	   *str;			/* scalars: the token, strings de-escaped */
-} QueenJsonValue;
+/* The root's keys: an options bag's, then the three only the root has. */
+#define QUEEN_TOP_QUEUE		(QUEEN_NKEYS)
+#define QUEEN_TOP_MODE		(QUEEN_NKEYS + 1)
+#define QUEEN_TOP_OPTIONS	(QUEEN_NKEYS + 2)
+#define QUEEN_NTOP			(QUEEN_NKEYS + 3)
 
 typedef struct QueenCfgParse
 {
-	int			depth;			/* containers currently open */
-	bool		root_object;
-	bool		in_options;		/* inside the "options" object */
-	QueenJsonValue *pending;	/* slot the next value goes to, or NULL */
-	QueenJsonValue queue;
-	QueenJsonValue mode;
-	QueenJsonValue options;
-	QueenJsonValue top[QUEEN_NKEYS];	/* root keys */
+	QueenJsonShape shape;
+	QueenJsonValue top[QUEEN_NTOP];	/* root keys */
 	QueenJsonValue opt[QUEEN_NKEYS];	/* keys of the options object */
 } QueenCfgParse;
 
-static int
-queen_cfg_key(const char *name)
+/* The keys a configure body may have, in the order of the slots above. */
+static const char *const *
+queen_cfg_key_names(void)
 {
+	static const char *names[QUEEN_NTOP];
 	int			i;
 
-	for (i = 0; i < QUEEN_NOPTIONS; i++)
-		if (strcmp(name, queen_options[i].json) == 0)
-			return i;
-	if (strcmp(name, "namespace") == 0)
-		return QUEEN_KEY_NAMESPACE;
-	if (strcmp(name, "task") == 0)
-		return QUEEN_KEY_TASK;
-	if (strcmp(name, "replace") == 0)
-		return QUEEN_KEY_REPLACE;
-	return -1;
-}
-
-static void
-queen_cfg_record(QueenCfgParse *p, JsonTokenType type, char *str)
-{
-	/* a key given twice: the last one wins, as in jsonb */
-	p->pending->present = true;
-	p->pending->type = type;
-	p->pending->str = str;
-	p->pending = NULL;
-}
-
-/*
- * Only the root's keys and the options object's keys are captured; what is
- * nested deeper belongs to an unknown key's value and is walked past.
- */
-static void
-queen_cfg_field_start(void *state, char *fname, bool isnull)
-{
-	QueenCfgParse *p = (QueenCfgParse *) state;
-	int			key;
-
-	(void) isnull;
-	p->pending = NULL;
-	if (p->depth == 1)
+	if (names[0] == NULL)
 	{
-		if (strcmp(fname, "queue") == 0)
-			p->pending = &p->queue;
-		else if (strcmp(fname, "mode") == 0)
-			p->pending = &p->mode;
-		else if (strcmp(fname, "options") == 0)
-			p->pending = &p->options;
-		else if ((key = queen_cfg_key(fname)) >= 0)
-			p->pending = &p->top[key];
+		for (i = 0; i < QUEEN_NOPTIONS; i++)
+			names[i] = queen_options[i].json;
+		names[QUEEN_KEY_NAMESPACE] = "namespace";
+		names[QUEEN_KEY_TASK] = "task";
+		names[QUEEN_KEY_REPLACE] = "replace";
+		names[QUEEN_TOP_QUEUE] = "queue";
+		names[QUEEN_TOP_MODE] = "mode";
+		names[QUEEN_TOP_OPTIONS] = "options";
 	}
-	else if (p->depth == 2 && p->in_options)
-	{
-		if ((key = queen_cfg_key(fname)) >= 0)
-			p->pending = &p->opt[key];
-	}
-}
-
-/*
- * A container opens.  The root must be an object; an object or array that
- * is a captured key's value is recorded as its kind; the "options" object
- * opens the second captured level.
- */
-static void
-queen_cfg_open(QueenCfgParse *p, JsonTokenType kind)
-{
-	if (p->depth == 0)
-		p->root_object = kind == JSON_TOKEN_OBJECT_START;
-	else if (p->pending != NULL)
-	{
-		if (kind == JSON_TOKEN_OBJECT_START && p->pending == &p->options &&
-			p->depth == 1)
-		{
-			/* a later "options" object replaces an earlier one whole */
-			memset(p->opt, 0, sizeof(p->opt));
-			p->in_options = true;
-		}
-		queen_cfg_record(p, kind, NULL);
-	}
-	p->depth++;
-}
-
-static void
-queen_cfg_object_start(void *state)
-{
-	queen_cfg_open((QueenCfgParse *) state, JSON_TOKEN_OBJECT_START);
-}
-
-static void
-queen_cfg_array_start(void *state)
-{
-	queen_cfg_open((QueenCfgParse *) state, JSON_TOKEN_ARRAY_START);
-}
-
-/* Objects and arrays close alike: only the options object is at depth 2. */
-static void
-queen_cfg_close(void *state)
-{
-	QueenCfgParse *p = (QueenCfgParse *) state;
-
-	p->depth--;
-	if (p->depth == 1)
-		p->in_options = false;
-}
-
-static void
-queen_cfg_scalar(void *state, char *token, JsonTokenType tokentype)
-{
-	QueenCfgParse *p = (QueenCfgParse *) state;
-
-	if (p->pending != NULL)
-		queen_cfg_record(p, tokentype, token);
+	return names;
 }
 
 /*
@@ -262,29 +165,6 @@ queen_cfg_fail(QueenCfgError *err, const char *invalid, char *message)
 	err->message = message;
 	err->invalid = invalid;
 	return false;
-}
-
-static const char *
-queen_json_kind(JsonTokenType type)
-{
-	switch (type)
-	{
-		case JSON_TOKEN_STRING:
-			return "a string";
-		case JSON_TOKEN_NUMBER:
-			return "a number";
-		case JSON_TOKEN_TRUE:
-		case JSON_TOKEN_FALSE:
-			return "a boolean";
-		case JSON_TOKEN_NULL:
-			return "null";
-		case JSON_TOKEN_OBJECT_START:
-			return "an object";
-		case JSON_TOKEN_ARRAY_START:
-			return "an array";
-		default:
-			return "an unexpected value";
-	}
 }
 
 /*
@@ -346,7 +226,7 @@ queen_cfg_sink_name_ok(const char *s)
 static bool
 queen_cfg_given(const QueenJsonValue *v, QueenOptionSpec *spec)
 {
-	if (!v->present)
+	if (v->type == JSON_TOKEN_INVALID)
 		spec->kind = QUEEN_SPEC_ABSENT;
 	else if (v->type == JSON_TOKEN_NULL)
 		spec->kind = QUEEN_SPEC_DEFAULT;
@@ -457,7 +337,6 @@ queen_cfg_mode_text(const QueenJsonValue *v)
 static char *
 queen_cfg_walk(const char *body, size_t len, QueenCfgParse *p)
 {
-	JsonSemAction sem;
 	char	   *problem;
 
 	if (len > (size_t) PG_INT32_MAX)
@@ -467,18 +346,18 @@ queen_cfg_walk(const char *body, size_t len, QueenCfgParse *p)
 	if (queen_cfg_depth(body, len, QUEEN_CFG_MAX_DEPTH) > QUEEN_CFG_MAX_DEPTH)
 		return psprintf("nested deeper than %d levels", QUEEN_CFG_MAX_DEPTH);
 
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = p;
-	sem.object_start = queen_cfg_object_start;
-	sem.object_end = queen_cfg_close;
-	sem.array_start = queen_cfg_array_start;
-	sem.array_end = queen_cfg_close;
-	sem.object_field_start = queen_cfg_field_start;
-	sem.scalar = queen_cfg_scalar;
-	problem = queen_json_walk(body, len, &sem);
+	p->shape.top.names = queen_cfg_key_names();
+	p->shape.top.nnames = QUEEN_NTOP;
+	p->shape.top.values = p->top;
+	p->shape.nested = QUEEN_TOP_OPTIONS;
+	p->shape.inner.names = queen_cfg_key_names();
+	p->shape.inner.nnames = QUEEN_NKEYS;
+	p->shape.inner.values = p->opt;
+	p->shape.array = -1;
+	problem = queen_json_shape(body, len, &p->shape);
 	if (problem != NULL)
 		return problem;
-	if (!p->root_object)
+	if (!p->shape.root_object)
 		return pstrdup("expected a JSON object");
 	return NULL;
 }
@@ -490,7 +369,7 @@ queen_cfg_queue(const QueenJsonValue *v, QueenCfgRequest *req, QueenCfgError *er
 	const char *problem;
 	size_t		qlen;
 
-	if (!v->present || v->type != JSON_TOKEN_STRING)
+	if (v->type != JSON_TOKEN_STRING)
 		return queen_cfg_fail(err, "queue", pstrdup("queue is required"));
 	qlen = strlen(v->str);
 	problem = queen_name_problem(v->str, qlen, QUEEN_MAX_NAME_BYTES);
@@ -516,7 +395,7 @@ static bool
 queen_cfg_mode(const QueenJsonValue *mode, const QueenJsonValue *bag,
 			   QueenCfgRequest *req, QueenCfgError *err)
 {
-	if (mode->present && mode->type != JSON_TOKEN_NULL)
+	if (mode->type != JSON_TOKEN_INVALID && mode->type != JSON_TOKEN_NULL)
 	{
 		if (mode->type == JSON_TOKEN_STRING && strcmp(mode->str, "merge") == 0)
 			req->replace = false;
@@ -527,7 +406,7 @@ queen_cfg_mode(const QueenJsonValue *mode, const QueenJsonValue *bag,
 								  psprintf("mode must be \"merge\" or \"replace\", got %s",
 										   queen_cfg_mode_text(mode)));
 	}
-	else if (bag[QUEEN_KEY_REPLACE].present &&
+	else if (bag[QUEEN_KEY_REPLACE].type != JSON_TOKEN_INVALID &&
 			 bag[QUEEN_KEY_REPLACE].type != JSON_TOKEN_NULL)
 	{
 		JsonTokenType t = bag[QUEEN_KEY_REPLACE].type;
@@ -558,7 +437,8 @@ queen_cfg_labels(const QueenCfgParse *p, const QueenJsonValue *bag,
 		const char *name = i == 0 ? "namespace" : "task";
 		const QueenJsonValue *v = &bag[key];
 
-		if (!v->present && bag != p->top && p->top[key].present)
+		if (v->type == JSON_TOKEN_INVALID && bag != p->top &&
+			p->top[key].type != JSON_TOKEN_INVALID)
 		{
 			const QueenJsonValue *t = &p->top[key];
 
@@ -584,6 +464,7 @@ queen_cfg_parse(const char *body, size_t len, QueenCfgRequest *req,
 				QueenCfgError *err)
 {
 	QueenCfgParse *p = palloc0(sizeof(QueenCfgParse));
+	const QueenJsonValue *options;
 	const QueenJsonValue *bag;
 	char	   *problem;
 	int			i;
@@ -592,19 +473,19 @@ queen_cfg_parse(const char *body, size_t len, QueenCfgRequest *req,
 	problem = queen_cfg_walk(body, len, p);
 	if (problem != NULL)
 		return queen_cfg_fail(err, NULL, psprintf("bad body: %s", problem));
-	if (!queen_cfg_queue(&p->queue, req, err))
+	if (!queen_cfg_queue(&p->top[QUEEN_TOP_QUEUE], req, err))
 		return false;
 
 	/* the options bag: the options object, or the root when there is none */
-	if (p->options.present && p->options.type != JSON_TOKEN_NULL &&
-		p->options.type != JSON_TOKEN_OBJECT_START)
+	options = &p->top[QUEEN_TOP_OPTIONS];
+	if (options->type != JSON_TOKEN_INVALID && options->type != JSON_TOKEN_NULL &&
+		options->type != JSON_TOKEN_OBJECT_START)
 		return queen_cfg_fail(err, "options",
 							  psprintf("options must be an object, got %s",
-									   queen_json_kind(p->options.type)));
-	bag = (p->options.present && p->options.type == JSON_TOKEN_OBJECT_START) ?
-		p->opt : p->top;
+									   queen_json_kind(options->type)));
+	bag = options->type == JSON_TOKEN_OBJECT_START ? p->opt : p->top;
 
-	if (!queen_cfg_mode(&p->mode, bag, req, err) ||
+	if (!queen_cfg_mode(&p->top[QUEEN_TOP_MODE], bag, req, err) ||
 		!queen_cfg_labels(p, bag, req, err))
 		return false;
 	for (i = 0; i < QUEEN_NOPTIONS; i++)

@@ -26,6 +26,7 @@
 #define QUEEN_CONSUME_H
 
 #include "queen.h"
+#include "codec.h"
 
 /* The reserved group of queue mode. */
 #define QUEEN_QUEUE_MODE		"__QUEUE_MODE__"
@@ -33,7 +34,7 @@
 /* A lease id is a UUID in text form (36 bytes and a NUL). */
 #define QUEEN_LEASE_ID_LEN		36
 
-/* Defaults of the reference (section 4.1) when a request says nothing. */
+/* Queen's defaults when a pop request says nothing. */
 #define QUEEN_POP_DEFAULT_BATCH	200
 
 /*
@@ -147,7 +148,7 @@ typedef struct QueenPopResult
 } QueenPopResult;
 
 /*
- * The claim, reference 4.2 and 4.3, in the caller's transaction.  A queue
+ * The claim, in the caller's transaction.  A queue
  * that does not exist yet delivers nothing.  Pushes this transaction made
  * are flushed first, so they are visible to it.
  */
@@ -175,7 +176,7 @@ extern const char *queen_sub_mode_parse(const char *mode, const char *from,
 										QueenSubMode *out_mode, TimestampTz *out_from);
 
 /* ----------------------------------------------------------------
- *		Ack (ack.c), reference 5.1-5.4
+ *		Ack (ack.c)
  * ----------------------------------------------------------------
  */
 typedef enum QueenAckStatus
@@ -320,5 +321,17 @@ typedef struct QueenDlqEntry
 
 extern int64 queen_dlq_list(const QueenDlqFilter *filter,
 							QueenDlqEntry **entries, int *nentries);
+
+/* A (queue, consumer group) pair's lag (queen_consumer_lag_top). */
+typedef struct QueenLagRow
+{
+	pg_uuid_t	tenant;
+	char	   *queue;
+	char	   *group;
+	int64		partitions;
+	int64		messages;
+} QueenLagRow;
+
+extern int	queen_consumer_lag_top(int limit, QueenLagRow **rows);
 
 #endif							/* QUEEN_CONSUME_H */

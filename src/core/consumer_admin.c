@@ -2,8 +2,9 @@
  *
  * consumer_admin.c
  *	  Consumer groups as an operator sees them: forgetting a group
- *	  (DELETE /api/v1/consumer-groups/:group, queen.delete_consumer_group)
- *	  and listing a queue's dead letters (GET /api/v1/dlq).
+ *	  (DELETE /api/v1/consumer-groups/:group, queen.delete_consumer_group),
+ *	  listing a queue's dead letters (GET /api/v1/dlq), and the groups that
+ *	  lag most (the broker's /metrics samples them).
  *
  * A group's deletion removes its cursors, leases and wildcard scan floors,
  * so its next pop starts again as a first contact.  The consumer rows are
@@ -19,6 +20,8 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "validate.h"
+#include "codec.h"
 #include "consume.h"
 #include "spi.h"
 
@@ -204,4 +207,47 @@ queen_dlq_list(const QueenDlqFilter *filter, QueenDlqEntry **entries, int *nentr
 	}
 	SPI_finish();
 	return total;
+}
+
+static SPIPlanPtr queen_lag_plan = NULL;
+
+/*
+ * The (queue, consumer group) pairs that lag most, from queen.consumer_lag,
+ * most messages pending first: up to limit + 1 rows, so the caller can
+ * tell that there were more.  In the caller's transaction and memory.
+ */
+int
+queen_consumer_lag_top(int limit, QueenLagRow **rows)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Oid			types[1] = {INT8OID};
+	Datum		values[1];
+	uint64		r;
+	int			n;
+
+	queen_spi_connect();
+	values[0] = Int64GetDatum((int64) limit + 1);
+	queen_exec(queen_plan_once(&queen_lag_plan,
+							   "SELECT tenant_id, queue, consumer_group, partitions_pending, messages_pending"
+							   "  FROM queen.consumer_lag"
+							   " ORDER BY messages_pending DESC, queue, consumer_group"
+							   " LIMIT $1",
+							   1, types, false),
+			   values, SPI_OK_SELECT, "sampling the consumer lag");
+	n = (int) SPI_processed;
+	*rows = MemoryContextAllocZero(out_cxt, sizeof(QueenLagRow) * Max(n, 1));
+	for (r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		QueenLagRow *row = &(*rows)[r];
+
+		queen_get_uuid(t, desc, 1, &row->tenant);
+		row->queue = MemoryContextStrdup(out_cxt, SPI_getvalue(t, desc, 2));
+		row->group = MemoryContextStrdup(out_cxt, SPI_getvalue(t, desc, 3));
+		row->partitions = queen_get_int64(t, desc, 4);
+		row->messages = queen_get_int64(t, desc, 5);
+	}
+	SPI_finish();
+	return n;
 }

@@ -276,14 +276,8 @@ queen_dedup_cache_remember(const pg_uuid_t *pid, int64 base, int32 count,
 
 	if (queen_own == NULL)
 	{
-		HASHCTL		ctl;
-
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(pg_uuid_t);
-		ctl.entrysize = sizeof(QueenOwnPartition);
-		ctl.hcxt = TopTransactionContext;
-		queen_own = hash_create("queen own writes", 16, &ctl,
-								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		queen_own = queen_hash_create("queen own writes", sizeof(pg_uuid_t),
+									  sizeof(QueenOwnPartition), 16, TopTransactionContext);
 	}
 	o = hash_search(queen_own, pid, HASH_ENTER, &found);
 	if (!found)

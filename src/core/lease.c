@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * lease.c
- *	  Leases apart from the ack's decision: renewal (reference 5.5), the
+ *	  Leases apart from the ack's decision: renewal, the
  *	  lease id's canonical form, and locking the consumer rows a transaction
  *	  will ack or renew under, in the global lock order.
  *
@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "codec.h"
 #include "consume.h"
 #include "spi.h"
 

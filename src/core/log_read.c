@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "codec.h"
 #include "log_read.h"
 #include "spi.h"
 
@@ -150,7 +151,7 @@ queen_segment_frames_next(QueenSegmentFrames *sf, QueenFrame *frame)
 }
 
 /* Once every offset is decoded: the frames must end exactly there. */
-const char *
+static const char *
 queen_segment_frames_rest(const QueenSegmentFrames *sf)
 {
 	if (sf->pos != (size_t) sf->raw.len)

@@ -15,6 +15,7 @@
 #define QUEEN_LOG_READ_H
 
 #include "queen.h"
+#include "codec.h"
 
 #include "executor/spi.h"
 
@@ -51,7 +52,6 @@ extern const char *queen_segment_frames_open(QueenSegmentFrames *sf, int64 base,
 											 bytea *blob);
 extern const char *queen_segment_frames_next(QueenSegmentFrames *sf,
 											 QueenFrame *frame);
-extern const char *queen_segment_frames_rest(const QueenSegmentFrames *sf);
 
 /* One message of the log, as a reader yields it. */
 typedef struct QueenLogMessage

@@ -6,8 +6,8 @@
  *
  * Everything that pushes (log_push_one_v1, log_push_multi_v1, queen.push,
  * the broker's shards) ends up in queen_push_bundle() or
- * queen_push_one_resolved().  The steps follow the seed's write path
- * (docs/ARCHITECTURE.md, "The allocator"):
+ * queen_push_one_resolved().  The steps (docs/ARCHITECTURE.md, "The
+ * allocator"):
  *
  *	1. validate every segment (names, msg_count, 16-byte stride, blob);
  *	2. when every partition's id is cached in this process, the pre-lock
@@ -19,9 +19,11 @@
  *	4. one bundle timestamp, taken after the locks;
  *	5. per segment in ascending partition id order: the dedup probe under the
  *	   row lock when the queue's window is > 0; a duplicate writes nothing;
- *	6. the allocator UPDATE for every segment that survived, one set-based
- *	   statement, then their segment and hash rows inserted from C (as COPY
- *	   does: constraints and index entries, no statement per row);
+ *	6. the allocator's update of every partition row that survived, made
+ *	   from C (queen_update_partitions; one set-based statement where a
+ *	   trigger or row security must see it), then their segment and hash
+ *	   rows inserted from C (as COPY does: constraints and index entries,
+ *	   no statement per row);
  *	7. completeness: every segment gets exactly one verdict or all raise.
  *
  * Locking rules: partition rows are locked only in ascending id order, and
@@ -45,6 +47,8 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "validate.h"
+#include "codec.h"
 #include "dedup_cache.h"
 #include "log_write_int.h"
 #include "pid_cache.h"

@@ -23,6 +23,7 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "codec.h"
 #include "pid_cache.h"
 #include "spi.h"
 

@@ -14,6 +14,7 @@
  */
 #include "postgres.h"
 
+#include "queen.h"
 #include "spi.h"
 
 #include "access/relation.h"
@@ -219,17 +220,25 @@ HTAB *
 queen_process_hash(const char *name, Size keysize, Size entrysize, long nelem,
 				   MemoryContext *cxt)
 {
-	HASHCTL		ctl;
-
 	/* the macro wants a literal it can see; every caller passes one */
 	if (*cxt == NULL)
 		*cxt = AllocSetContextCreateInternal(TopMemoryContext, name, ALLOCSET_DEFAULT_SIZES);
 	else
 		MemoryContextReset(*cxt);
+	return queen_hash_create(name, keysize, entrysize, nelem, *cxt);
+}
+
+/* A hash table in cxt whose keys are compared as bytes. */
+HTAB *
+queen_hash_create(const char *name, Size keysize, Size entrysize, long nelem,
+				  MemoryContext cxt)
+{
+	HASHCTL		ctl;
+
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = keysize;
 	ctl.entrysize = entrysize;
-	ctl.hcxt = *cxt;
+	ctl.hcxt = cxt;
 	return hash_create(name, nelem, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
 

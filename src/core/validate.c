@@ -16,6 +16,9 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "validate.h"
+#include "codec.h"
+#include "json_walk.h"
 
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
@@ -528,22 +531,4 @@ queen_json_syntax_problem(const char *payload, size_t len)
 	if (!pg_verify_mbstr(PG_UTF8, payload, (int) len, true))
 		return pstrdup("payload is not valid UTF-8");
 	return queen_json_walk(payload, len, &nullSemAction);
-}
-
-/*
- * Run PostgreSQL's JSON parser over UTF-8 text with sem's callbacks,
- * escapes on (so \u0000, which jsonb cannot store, is an error).  Returns
- * NULL, or the parser's description of the first error.  Callers check the
- * encoding first: the lexer does not.
- */
-char *
-queen_json_walk(const char *text, size_t len, JsonSemAction *sem)
-{
-	JsonLexContext *lex = makeJsonLexContextCstringLen(unconstify(char *, text), (int) len,
-													   PG_UTF8, true);
-	JsonParseErrorType result = pg_parse_json(lex, sem);
-
-	if (result == JSON_SUCCESS)
-		return NULL;
-	return json_errdetail(result, lex);
 }

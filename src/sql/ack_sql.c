@@ -24,6 +24,8 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "validate.h"
+#include "codec.h"
 #include "consume.h"
 
 #include "catalog/pg_type.h"

@@ -15,6 +15,8 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "validate.h"
+#include "codec.h"
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"

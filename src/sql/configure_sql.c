@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "configure_parse.h"
+#include "validate.h"
 
 #include "fmgr.h"
 #include "utils/builtins.h"

@@ -15,6 +15,8 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "validate.h"
+#include "codec.h"
 #include "consume.h"
 #include "payload.h"
 #include "spi.h"

@@ -19,6 +19,8 @@
 #include "postgres.h"
 
 #include "bundle.h"
+#include "validate.h"
+#include "codec.h"
 #include "wait.h"
 
 #include "fmgr.h"

@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "validate.h"
 #include "log_read.h"
 #include "payload.h"
 #include "spi.h"

@@ -92,7 +92,6 @@ extern void queen_http_respond(QueenHttpRequest *req, int status,
 							   const char *body, size_t body_len,
 							   const char *extra_headers);
 extern bool queen_http_client_closed(QueenHttpRequest *req);
-extern const char *queen_http_header(QueenHttpRequest *req, const char *name);
 extern void queen_http_reconfigure(QueenHttpServer *srv,
 								   const QueenHttpConfig *cfg);
 extern void queen_http_stop_accepting(QueenHttpServer *srv);

@@ -561,7 +561,7 @@ queen_http_error(QueenHttpConn *conn, int status, const char *msg)
  * read already.  Setting our own latch makes that wait return at once,
  * wherever in its loop the owner answered.
  */
-void
+static void
 queen_http_make_ready(QueenHttpConn *conn)
 {
 	QueenHttpServer *srv = conn->srv;

@@ -223,7 +223,6 @@ extern void queen_http_drop_partial(QueenHttpConn *conn);
 /* http_conn.c: output */
 extern void queen_http_error(QueenHttpConn *conn, int status, const char *msg);
 extern void queen_http_flush(QueenHttpConn *conn);
-extern void queen_http_make_ready(QueenHttpConn *conn);
 
 /* http_parse.c: input */
 extern void queen_http_conn_work(QueenHttpConn *conn);

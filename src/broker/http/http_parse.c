@@ -19,6 +19,8 @@
 
 #include "utils/memutils.h"
 
+static const char *queen_http_header(QueenHttpRequest *req, const char *name);
+
 /* recv() calls per readable event, so one busy client cannot starve others. */
 #define QUEEN_HTTP_READ_ROUNDS		4
 
@@ -545,7 +547,7 @@ queen_http_conn_read(QueenHttpConn *conn)
 	queen_http_conn_work(conn);
 }
 
-const char *
+static const char *
 queen_http_header(QueenHttpRequest *pub, const char *name)
 {
 	QueenHttpReq *req = (QueenHttpReq *) pub;

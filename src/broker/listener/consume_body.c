@@ -5,12 +5,12 @@
  *	  a pop or a dead-letter listing, the bodies of POST /api/v1/ack and
  *	  /api/v1/ack/batch, and the lease extension's {"seconds": N}.
  *
- * Bodies are read as push bodies are (push_body.c): PostgreSQL's JSON
- * lexer with semantic actions and no tree, after queen_body_problem has
- * kept away what would make it raise.  Only a body that is not JSON, or
+ * Bodies are read by the shape walker over PostgreSQL's JSON lexer
+ * (json_walk.c), with no tree, after queen_body_problem has kept away
+ * what would make the lexer raise.  Only a body that is not JSON, or
  * not of the shape a route takes, is refused whole (400); an item that
  * cannot be applied (no transactionId, a partitionId that is not a UUID)
- * is answered per item with success false and why, as reference 5.1 says
+ * is answered per item with success false and why, as Queen answers it
  * ("no 404/409 - all per item").  As in jsonb, the last of duplicate keys
  * wins.
  *
@@ -19,10 +19,12 @@
 #include "postgres.h"
 
 #include "consume_body.h"
+#include "validate.h"
+#include "codec.h"
 #include "push_body.h"
 #include "routes.h"
 
-#include "common/jsonapi.h"
+#include "json_walk.h"
 
 /* ----------------------------------------------------------------
  *		Query strings
@@ -163,49 +165,34 @@ queen_query_bool(const QueenQuery *q, const char *name, bool dflt, bool *out)
  * ----------------------------------------------------------------
  */
 
-/* The keys of an acknowledgement (and of the batch's top object). */
+/* The keys of an acknowledgement; a single ack also names its group. */
 typedef enum QueenAckKey
 {
-	QUEEN_ACK_KEY_NONE = -1,
 	QUEEN_ACK_KEY_TXN = 0,
 	QUEEN_ACK_KEY_PARTITION,
 	QUEEN_ACK_KEY_STATUS,
 	QUEEN_ACK_KEY_LEASE,
 	QUEEN_ACK_KEY_ERROR,
 	QUEEN_ACK_KEY_GROUP,
-	QUEEN_ACK_KEY_ACKS,
 	QUEEN_ACK_NKEYS
 } QueenAckKey;
 
 static const char *const queen_ack_key_names[QUEEN_ACK_NKEYS] = {
-	"transactionId", "partitionId", "status", "leaseId", "error", "consumerGroup",
-	"acknowledgments"
+	"transactionId", "partitionId", "status", "leaseId", "error", "consumerGroup"
 };
 
-/* The last value given for a key: absent (INVALID), a scalar, or a container (OBJECT_START). */
-typedef struct QueenAckValue
-{
-	JsonTokenType type;
-	char	   *str;			/* a string's de-escaped text */
-	Size		len;
-} QueenAckValue;
+/* A batch's own keys. */
+static const char *const queen_batch_key_names[] = {"consumerGroup", "acknowledgments"};
+
+#define QUEEN_BATCH_KEY_GROUP	0
+#define QUEEN_BATCH_KEY_ACKS	1
 
 typedef struct QueenAckState
 {
-	bool		batch;
-	int			depth;			/* containers open around the parser */
-	int			item_depth;		/* where an item's keys are: 1, or 3 in a batch */
-	bool		top_object;
-	bool		in_acks;		/* inside the top-level acknowledgments array */
-	bool		saw_acks;
 	char	   *error;			/* the body's shape is wrong: 400 */
 	bool		too_many;		/* more items than max_items: 413 */
 	int			max_items;
-	QueenAckKey key;			/* the key whose value comes next */
-	int			key_depth;
-	int			nelements;
-	QueenAckValue v[QUEEN_ACK_NKEYS];	/* the current item's (and the top's) */
-	QueenAckValue group;
+	QueenJsonValue v[QUEEN_ACK_NKEYS];	/* the current item's (a single ack's: the root's) */
 	QueenAckInput *items;
 	int			nitems;
 	int			maxitems;
@@ -220,7 +207,7 @@ queen_ack_fail(QueenAckState *st, char *message)
 
 /* A value that is a string (or null when nullable); otherwise why not. */
 static char *
-queen_ack_string(const QueenAckValue *v, const char *name, bool nullable)
+queen_ack_string(const QueenJsonValue *v, const char *name, bool nullable)
 {
 	if (v->type == JSON_TOKEN_STRING || v->type == JSON_TOKEN_INVALID ||
 		(nullable && v->type == JSON_TOKEN_NULL))
@@ -228,25 +215,50 @@ queen_ack_string(const QueenAckValue *v, const char *name, bool nullable)
 	return psprintf("%s must be a string", name);
 }
 
-/* The item object ended: what it asks, or why it cannot be applied. */
-static void
-queen_ack_item_end(QueenAckState *st)
+/* Why an item cannot be applied, or NULL; it->partition_id is parsed on the way. */
+static char *
+queen_ack_problem(const QueenJsonValue *v, QueenAckInput *it)
 {
-	QueenAckValue *v = st->v;
-	QueenAckInput *it;
 	char	   *problem = NULL;
 	pg_uuid_t	lease;
 	int			k;
 
+	if (v[QUEEN_ACK_KEY_TXN].type == JSON_TOKEN_INVALID || v[QUEEN_ACK_KEY_TXN].type == JSON_TOKEN_NULL ||
+		(it->txn != NULL && it->txn_len == 0))
+		return pstrdup("transactionId is required");
+	if (it->txn == NULL)
+		return pstrdup("transactionId must be a string");
+	if ((problem = (char *) queen_name_problem(it->txn, it->txn_len, QUEEN_MAX_TXN_BYTES)) != NULL)
+		return psprintf("transactionId %s", problem);
+	if (v[QUEEN_ACK_KEY_PARTITION].type == JSON_TOKEN_INVALID ||
+		v[QUEEN_ACK_KEY_PARTITION].type == JSON_TOKEN_NULL)
+		return pstrdup("partitionId is required");
+	if (v[QUEEN_ACK_KEY_PARTITION].type != JSON_TOKEN_STRING ||
+		!queen_uuid_parse(v[QUEEN_ACK_KEY_PARTITION].str, &it->partition_id))
+		return pstrdup("partitionId must be a UUID");
+	for (k = QUEEN_ACK_KEY_STATUS; problem == NULL && k <= QUEEN_ACK_KEY_ERROR; k++)
+		problem = queen_ack_string(&v[k], queen_ack_key_names[k], true);
+	if (problem == NULL && v[QUEEN_ACK_KEY_LEASE].type == JSON_TOKEN_STRING &&
+		v[QUEEN_ACK_KEY_LEASE].len > 0 && !queen_uuid_parse(v[QUEEN_ACK_KEY_LEASE].str, &lease))
+		problem = pstrdup("leaseId must be a UUID (the leaseId a pop answered)");
+	return problem;
+}
+
+/* An item's keys were read: what it asks, or why it cannot be applied. */
+static bool
+queen_ack_item(QueenAckState *st, const QueenJsonValue *v)
+{
+	QueenAckInput *it;
+
 	/* a body refused whole keeps nothing, so a huge one costs no memory */
 	if (st->error != NULL)
-		return;
+		return false;
 	if (st->nitems == st->max_items)
 	{
 		st->too_many = true;
 		queen_ack_fail(st, psprintf("acknowledgments has more than %d items (queen.max_ack_items); send them in several requests",
 									st->max_items));
-		return;
+		return false;
 	}
 	if (st->nitems == st->maxitems)
 	{
@@ -261,29 +273,7 @@ queen_ack_item_end(QueenAckState *st)
 		it->txn = v[QUEEN_ACK_KEY_TXN].str;
 		it->txn_len = v[QUEEN_ACK_KEY_TXN].len;
 	}
-
-	if (v[QUEEN_ACK_KEY_TXN].type == JSON_TOKEN_INVALID || v[QUEEN_ACK_KEY_TXN].type == JSON_TOKEN_NULL ||
-		(it->txn != NULL && it->txn_len == 0))
-		problem = pstrdup("transactionId is required");
-	else if (it->txn == NULL)
-		problem = pstrdup("transactionId must be a string");
-	else if ((problem = (char *) queen_name_problem(it->txn, it->txn_len, QUEEN_MAX_TXN_BYTES)) != NULL)
-		problem = psprintf("transactionId %s", problem);
-	else if (v[QUEEN_ACK_KEY_PARTITION].type == JSON_TOKEN_INVALID ||
-			 v[QUEEN_ACK_KEY_PARTITION].type == JSON_TOKEN_NULL)
-		problem = pstrdup("partitionId is required");
-	else if (v[QUEEN_ACK_KEY_PARTITION].type != JSON_TOKEN_STRING ||
-			 !queen_uuid_parse(v[QUEEN_ACK_KEY_PARTITION].str, &it->partition_id))
-		problem = pstrdup("partitionId must be a UUID");
-	else
-	{
-		for (k = QUEEN_ACK_KEY_STATUS; problem == NULL && k <= QUEEN_ACK_KEY_ERROR; k++)
-			problem = queen_ack_string(&v[k], queen_ack_key_names[k], true);
-	}
-	if (problem == NULL && v[QUEEN_ACK_KEY_LEASE].type == JSON_TOKEN_STRING &&
-		v[QUEEN_ACK_KEY_LEASE].len > 0 && !queen_uuid_parse(v[QUEEN_ACK_KEY_LEASE].str, &lease))
-		problem = pstrdup("leaseId must be a UUID (the leaseId a pop answered)");
-	it->problem = problem;
+	it->problem = queen_ack_problem(v, it);
 	if (v[QUEEN_ACK_KEY_STATUS].type == JSON_TOKEN_STRING)
 	{
 		it->status = v[QUEEN_ACK_KEY_STATUS].str;
@@ -299,170 +289,27 @@ queen_ack_item_end(QueenAckState *st)
 		it->error = v[QUEEN_ACK_KEY_ERROR].str;
 		it->error_len = v[QUEEN_ACK_KEY_ERROR].len;
 	}
-	/* a single ack names its group beside the item */
-	if (!st->batch)
-		st->group = v[QUEEN_ACK_KEY_GROUP];
+	return true;
 }
 
-/* A key or value of the top object, or of an item. */
+/* The last acknowledgments array wins. */
+static void
+queen_ack_array_begin(void *arg)
+{
+	((QueenAckState *) arg)->nitems = 0;
+}
+
 static bool
-queen_ack_at_keys(QueenAckState *st)
+queen_ack_element_end(void *arg, int index, bool object)
 {
-	return st->depth == 1 || (st->in_acks && st->depth == st->item_depth);
-}
+	QueenAckState *st = (QueenAckState *) arg;
 
-/* Where the value of the current key goes: a batch's group is the top's. */
-static QueenAckValue *
-queen_ack_slot(QueenAckState *st)
-{
-	if (st->key == QUEEN_ACK_KEY_NONE || st->depth != st->key_depth)
-		return NULL;
-	if (st->key == QUEEN_ACK_KEY_ACKS)
+	if (!object)
 	{
-		queen_ack_fail(st, pstrdup("acknowledgments must be an array"));
-		return NULL;
+		queen_ack_fail(st, psprintf("acknowledgments[%d] must be an object", index));
+		return false;
 	}
-	return st->batch && st->key == QUEEN_ACK_KEY_GROUP ? &st->group : &st->v[st->key];
-}
-
-/* A container opens where a value of a known key was due: not a scalar. */
-static void
-queen_ack_container(QueenAckState *st)
-{
-	QueenAckValue *v = queen_ack_slot(st);
-
-	if (v != NULL)
-	{
-		v->type = JSON_TOKEN_OBJECT_START;
-		v->str = NULL;
-	}
-}
-
-static void
-queen_ack_object_start(void *state)
-{
-	QueenAckState *st = (QueenAckState *) state;
-
-	if (st->depth == 0)
-		st->top_object = true;
-	else if (st->batch && st->in_acks && st->depth == 2)
-	{
-		memset(st->v, 0, sizeof(st->v));
-		st->nelements++;
-	}
-	else
-		queen_ack_container(st);
-	st->depth++;
-}
-
-static void
-queen_ack_object_end(void *state)
-{
-	QueenAckState *st = (QueenAckState *) state;
-
-	st->depth--;
-	if ((st->batch && st->in_acks && st->depth == 2) || (!st->batch && st->depth == 0))
-		queen_ack_item_end(st);
-}
-
-static void
-queen_ack_array_start(void *state)
-{
-	QueenAckState *st = (QueenAckState *) state;
-
-	if (st->batch && st->depth == 1 && st->key == QUEEN_ACK_KEY_ACKS)
-	{
-		/* the last acknowledgments wins */
-		st->in_acks = true;
-		st->saw_acks = true;
-		st->nitems = 0;
-		st->nelements = 0;
-	}
-	else if (st->batch && st->in_acks && st->depth == 2)
-	{
-		if (st->error == NULL)
-			queen_ack_fail(st, psprintf("acknowledgments[%d] must be an object", st->nelements));
-		st->nelements++;
-	}
-	else
-		queen_ack_container(st);
-	st->depth++;
-}
-
-static void
-queen_ack_array_end(void *state)
-{
-	QueenAckState *st = (QueenAckState *) state;
-
-	st->depth--;
-	if (st->batch && st->depth == 1)
-		st->in_acks = false;
-}
-
-static void
-queen_ack_field_start(void *state, char *fname, bool isnull)
-{
-	QueenAckState *st = (QueenAckState *) state;
-	int			k;
-
-	(void) isnull;
-	st->key = QUEEN_ACK_KEY_NONE;
-	if (queen_ack_at_keys(st))
-	{
-		for (k = 0; k < QUEEN_ACK_NKEYS; k++)
-			if (strcmp(fname, queen_ack_key_names[k]) == 0)
-				st->key = (QueenAckKey) k;
-		/* a batch's group and array are the top's; its items' keys are theirs */
-		if (st->batch && st->depth == 1 && st->key != QUEEN_ACK_KEY_GROUP &&
-			st->key != QUEEN_ACK_KEY_ACKS)
-			st->key = QUEEN_ACK_KEY_NONE;
-		if ((st->batch && st->depth == 3 && st->key >= QUEEN_ACK_KEY_GROUP) ||
-			(!st->batch && st->key == QUEEN_ACK_KEY_ACKS))
-			st->key = QUEEN_ACK_KEY_NONE;
-		st->key_depth = st->depth;
-		if (st->batch && st->key == QUEEN_ACK_KEY_ACKS)
-			st->saw_acks = true;
-	}
-	/* fname is freed by queen_ack_field_end, which gets it too */
-}
-
-static void
-queen_ack_field_end(void *state, char *fname, bool isnull)
-{
-	QueenAckState *st = (QueenAckState *) state;
-
-	(void) isnull;
-	if (st->depth == st->key_depth)
-		st->key = QUEEN_ACK_KEY_NONE;
-	if (fname != NULL)
-		pfree(fname);
-}
-
-static void
-queen_ack_scalar(void *state, char *token, JsonTokenType type)
-{
-	QueenAckState *st = (QueenAckState *) state;
-
-	if (st->batch && st->in_acks && st->depth == 2)
-	{
-		if (st->error == NULL)
-			queen_ack_fail(st, psprintf("acknowledgments[%d] must be an object", st->nelements));
-		st->nelements++;
-	}
-	else
-	{
-		QueenAckValue *v = queen_ack_slot(st);
-
-		if (v != NULL)
-		{
-			v->type = type;
-			v->str = type == JSON_TOKEN_STRING ? token : NULL;
-			v->len = type == JSON_TOKEN_STRING ? strlen(token) : 0;
-			return;
-		}
-	}
-	if (token != NULL)
-		pfree(token);
+	return queen_ack_item(st, st->v);
 }
 
 /*
@@ -477,7 +324,9 @@ queen_parse_ack_body(const char *body, size_t len, bool batch, int max_items, in
 					 char **group, Size *group_len, QueenAckInput **items, int *nitems)
 {
 	QueenAckState st;
-	JsonSemAction sem;
+	QueenJsonShape shape;
+	QueenJsonValue top[2];
+	QueenJsonValue *g;
 	char	   *problem = queen_body_problem(body, len);
 	const char *gp;
 
@@ -485,46 +334,61 @@ queen_parse_ack_body(const char *body, size_t len, bool batch, int max_items, in
 	if (problem != NULL)
 		return problem;
 	memset(&st, 0, sizeof(st));
-	memset(&sem, 0, sizeof(sem));
+	memset(&shape, 0, sizeof(shape));
 	st.max_items = max_items;
-	st.batch = batch;
-	st.item_depth = batch ? 3 : 1;
-	st.in_acks = !batch;		/* a single ack's keys are the top's */
-	st.key = QUEEN_ACK_KEY_NONE;
-	sem.semstate = &st;
-	sem.object_start = queen_ack_object_start;
-	sem.object_end = queen_ack_object_end;
-	sem.array_start = queen_ack_array_start;
-	sem.array_end = queen_ack_array_end;
-	sem.object_field_start = queen_ack_field_start;
-	sem.object_field_end = queen_ack_field_end;
-	sem.scalar = queen_ack_scalar;
+	shape.nested = -1;
+	shape.array = -1;
+	if (batch)
+	{
+		shape.top.names = queen_batch_key_names;
+		shape.top.nnames = lengthof(queen_batch_key_names);
+		shape.top.values = top;
+		shape.array = QUEEN_BATCH_KEY_ACKS;
+		/* a batch's items name no group: theirs is the batch's */
+		shape.element.names = queen_ack_key_names;
+		shape.element.nnames = QUEEN_ACK_KEY_GROUP;
+		shape.element.values = st.v;
+		shape.array_begin = queen_ack_array_begin;
+		shape.element_end = queen_ack_element_end;
+		shape.arg = &st;
+	}
+	else
+	{
+		shape.top.names = queen_ack_key_names;
+		shape.top.nnames = QUEEN_ACK_NKEYS;
+		shape.top.values = st.v;
+	}
 
-	problem = queen_json_walk(body, len, &sem);
+	problem = queen_json_shape(body, len, &shape);
 	if (problem != NULL)
 		return psprintf("invalid JSON: %s", problem);
-	if (!st.top_object)
+	if (!shape.root_object)
 		return "body must be a JSON object";
+	if (!batch)
+		(void) queen_ack_item(&st, st.v);
+	else if (top[QUEEN_BATCH_KEY_ACKS].type == JSON_TOKEN_INVALID)
+		return "missing acknowledgments";
+	else if (top[QUEEN_BATCH_KEY_ACKS].type != JSON_TOKEN_ARRAY_START)
+		return "acknowledgments must be an array";
 	if (st.error != NULL)
 	{
 		*status = st.too_many ? 413 : 400;
 		return st.error;
 	}
-	if (batch && !st.saw_acks)
-		return "missing acknowledgments";
+	g = batch ? &top[QUEEN_BATCH_KEY_GROUP] : &st.v[QUEEN_ACK_KEY_GROUP];
 
 	*group = NULL;
 	*group_len = 0;
-	if (st.group.type == JSON_TOKEN_STRING && st.group.len > 0)
+	if (g->type == JSON_TOKEN_STRING && g->len > 0)
 	{
-		gp = queen_name_problem(st.group.str, st.group.len, QUEEN_MAX_NAME_BYTES);
+		gp = queen_name_problem(g->str, g->len, QUEEN_MAX_NAME_BYTES);
 		if (gp != NULL)
 			return psprintf("consumerGroup %s", gp);
-		*group = st.group.str;
-		*group_len = st.group.len;
+		*group = g->str;
+		*group_len = g->len;
 	}
-	else if (st.group.type != JSON_TOKEN_INVALID && st.group.type != JSON_TOKEN_NULL &&
-			 st.group.type != JSON_TOKEN_STRING)
+	else if (g->type != JSON_TOKEN_INVALID && g->type != JSON_TOKEN_NULL &&
+			 g->type != JSON_TOKEN_STRING)
 		return "consumerGroup must be a string";
 	*items = st.items;
 	*nitems = st.nitems;
@@ -536,76 +400,17 @@ queen_parse_ack_body(const char *body, size_t len, bool batch, int max_items, in
  * ----------------------------------------------------------------
  */
 
-typedef struct QueenSecondsState
-{
-	int			depth;
-	bool		top_object;
-	bool		in_seconds;
-	JsonTokenType type;			/* of the last "seconds"; INVALID when absent */
-	char	   *token;
-} QueenSecondsState;
-
-static void
-queen_seconds_open(void *state)
-{
-	QueenSecondsState *st = (QueenSecondsState *) state;
-
-	if (st->depth == 0)
-		st->top_object = true;
-	else if (st->in_seconds && st->depth == 1)
-		st->type = JSON_TOKEN_OBJECT_START;
-	st->depth++;
-}
-
-static void
-queen_seconds_array_open(void *state)
-{
-	QueenSecondsState *st = (QueenSecondsState *) state;
-
-	if (st->in_seconds && st->depth == 1)
-		st->type = JSON_TOKEN_ARRAY_START;
-	st->depth++;
-}
-
-static void
-queen_seconds_close(void *state)
-{
-	((QueenSecondsState *) state)->depth--;
-}
-
-static void
-queen_seconds_field(void *state, char *fname, bool isnull)
-{
-	QueenSecondsState *st = (QueenSecondsState *) state;
-
-	(void) isnull;
-	st->in_seconds = st->depth == 1 && strcmp(fname, "seconds") == 0;
-	pfree(fname);
-}
-
-static void
-queen_seconds_scalar(void *state, char *token, JsonTokenType type)
-{
-	QueenSecondsState *st = (QueenSecondsState *) state;
-
-	if (st->in_seconds && st->depth == 1)
-	{
-		st->type = type;
-		st->token = token;
-		st->in_seconds = false;
-	}
-}
-
 /*
  * {"seconds": N} of POST /api/v1/lease/:leaseId/extend; an empty body, a
- * missing or null "seconds" mean 60 (reference 5.5).  NULL, or a message
+ * missing or null "seconds" mean 60, as in Queen.  NULL, or a message
  * for a 400.
  */
 const char *
 queen_parse_seconds_body(const char *body, size_t len, int32 *seconds)
 {
-	QueenSecondsState st;
-	JsonSemAction sem;
+	static const char *const names[] = {"seconds"};
+	QueenJsonValue value;
+	QueenJsonShape shape;
 	char	   *problem;
 	size_t		i;
 	char	   *end;
@@ -619,26 +424,22 @@ queen_parse_seconds_body(const char *body, size_t len, int32 *seconds)
 	problem = queen_body_problem(body, len);
 	if (problem != NULL)
 		return problem;
-	memset(&st, 0, sizeof(st));
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &st;
-	sem.object_start = queen_seconds_open;
-	sem.object_end = queen_seconds_close;
-	sem.array_start = queen_seconds_array_open;
-	sem.array_end = queen_seconds_close;
-	sem.object_field_start = queen_seconds_field;
-	sem.scalar = queen_seconds_scalar;
-	problem = queen_json_walk(body, len, &sem);
+	memset(&shape, 0, sizeof(shape));
+	shape.top.names = names;
+	shape.top.nnames = 1;
+	shape.top.values = &value;
+	shape.nested = shape.array = -1;
+	problem = queen_json_shape(body, len, &shape);
 	if (problem != NULL)
 		return psprintf("invalid JSON: %s", problem);
-	if (!st.top_object)
+	if (!shape.root_object)
 		return "body must be a JSON object";
-	if (st.type == JSON_TOKEN_INVALID || st.type == JSON_TOKEN_NULL)
+	if (value.type == JSON_TOKEN_INVALID || value.type == JSON_TOKEN_NULL)
 		return NULL;
-	if (st.type != JSON_TOKEN_NUMBER)
+	if (value.type != JSON_TOKEN_NUMBER)
 		return "seconds must be a number";
 	errno = 0;
-	n = strtol(st.token, &end, 10);
+	n = strtol(value.str, &end, 10);
 	if (errno != 0 || *end != '\0' || n > PG_INT32_MAX || n < PG_INT32_MIN)
 		return "seconds must be a whole number of seconds";
 	*seconds = (int32) n;

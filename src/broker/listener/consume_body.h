@@ -11,7 +11,7 @@
 
 #include "queen.h"
 
-/* A lease extension without "seconds" (reference 5.5). */
+/* A lease extension without "seconds": Queen renews by a minute. */
 #define QUEEN_DEFAULT_LEASE_EXTENSION	60
 
 /* Most parameters in one query string; more is a 400. */

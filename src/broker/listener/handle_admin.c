@@ -18,6 +18,8 @@
 #include "postgres.h"
 
 #include "listener.h"
+#include "validate.h"
+#include "codec.h"
 #include "maintenance/spool.h"
 #include "routes.h"
 #include "ops.h"

@@ -27,6 +27,8 @@
 #include "postgres.h"
 
 #include "listener.h"
+#include "validate.h"
+#include "codec.h"
 #include "consume.h"
 #include "consume_body.h"
 #include "routes.h"
@@ -168,7 +170,7 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 	int			slot;
 	StringInfoData arg;
 
-	pg_atomic_fetch_add_u64(&queen_broker->metrics.pop_requests, 1);
+	queen_count(QUEEN_COUNT_POP_REQUESTS, 1);
 	memset(&m, 0, sizeof(m));
 	if (!queen_read_query(req, queen_pop_params, &q) ||
 		!queen_pop_numbers(req, &q, &m, &wait, &timeout_ms))
@@ -278,7 +280,7 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 	int			shard = -1;
 	int			i;
 
-	pg_atomic_fetch_add_u64(&queen_broker->metrics.ack_requests, 1);
+	queen_count(QUEEN_COUNT_ACK_REQUESTS, 1);
 	if (!queen_read_query(req, queen_no_params, &q))
 		return;
 	problem = queen_parse_ack_body(req->body, req->body_len, batch, queen_max_ack_items, &status,
@@ -288,7 +290,7 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 		queen_respond_error(req, status, problem);
 		return;
 	}
-	pg_atomic_fetch_add_u64(&queen_broker->metrics.ack_items, nitems);
+	queen_count(QUEEN_COUNT_ACK_ITEMS, nitems);
 	if (nitems == 0)
 	{
 		queen_respond_json(req, 200, "[]");

@@ -4,7 +4,7 @@
  *	  POST /api/v1/push: the listener's push handler, and the rendering of
  *	  its answer once every group has a verdict.
  *
- * A push is handled as the seed describes: parse the body without building
+ * A push is handled in the order the write path sets: parse the body without building
  * a tree (push_body.c), mint a UUIDv7 per item, default the transactionId
  * to the id's text, layer-1 dedup on queue 0x1F partition 0x1F
  * transactionId inside the request, group by (tenant, queue, partition),
@@ -19,6 +19,7 @@
 #include "postgres.h"
 
 #include "listener.h"
+#include "codec.h"
 #include "bundle.h"
 #include "routes.h"
 #include "wire.h"
@@ -143,7 +144,7 @@ queen_push_parse(QueenHttpRequest *req)
 	MemoryContextSwitchTo(old);
 	if (problem != NULL)
 	{
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.push_rejected, 1);
+		queen_count(QUEEN_COUNT_PUSH_REJECTED, 1);
 		if (too_many)
 			queen_respond_error(req, 413,
 								psprintf("bad body: %s (queen.max_push_items)", problem));
@@ -151,8 +152,8 @@ queen_push_parse(QueenHttpRequest *req)
 			queen_respond_error(req, 400, psprintf("bad body: %s", problem));
 		return NULL;
 	}
-	pg_atomic_fetch_add_u64(&queen_broker->metrics.push_requests, 1);
-	pg_atomic_fetch_add_u64(&queen_broker->metrics.push_messages, r->nitems);
+	queen_count(QUEEN_COUNT_PUSH_REQUESTS, 1);
+	queen_count(QUEEN_COUNT_PUSH_MESSAGES, r->nitems);
 	if (r->nitems == 0)
 	{
 		queen_respond_json(req, 201, "[]");

@@ -5,8 +5,8 @@
  *	  (or several sharing the port) that never touches the database.  This
  *	  file is its event loop, the table of requests waiting for a shard,
  *	  and the collection of the shards' verdicts and replies; the routes
- *	  are in routes.c and their handlers in handle_push.c and
- *	  handle_admin.c.
+ *	  are in routes.c, their handlers in handle_push.c, handle_consume.c
+ *	  and handle_admin.c, and parked pops in longpoll.c.
  *
  * One event loop.  The client sockets live in http.c's inner epoll fd,
  * which sits in this process's WaitEventSet beside the latch and
@@ -26,6 +26,7 @@
 #include "postgres.h"
 
 #include "listener.h"
+#include "codec.h"
 #include "routes.h"
 #include "maintenance/spool.h"
 #include "ops.h"
@@ -42,6 +43,8 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
+
+static void queen_answer_unknown(QueenPending *p, const char *why);
 
 /* How often the bundle summary is logged. */
 #define QUEEN_SUMMARY_INTERVAL_MS			10000
@@ -233,14 +236,14 @@ queen_spool_unknown_flush(StringInfo records, int items, List *batch, int shard)
 	ok = queen_spool_write_file(records, items, QUEEN_MAX_SHARDS + queen_listener_index, &why);
 	if (ok)
 	{
-		pg_atomic_fetch_add_u64(&queen_broker->spool.unknown_fate, items);
+		queen_count(QUEEN_COUNT_SPOOL_UNKNOWN_FATE, items);
 		ereport(LOG,
 				(errmsg("queen listener %d: spooled %d items whose shard ended before answering; they are answered buffered, and the drain drops any that were committed",
 						queen_listener_index, items)));
 	}
 	else
 	{
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.failed, items);
+		queen_count(QUEEN_COUNT_FAILED, items);
 		ereport(WARNING,
 				(errcode_for_file_access(),
 				 errmsg("queen listener %d: could not spool %d items whose shard ended before answering; they are answered failed, though some may have been committed: %s",
@@ -365,7 +368,7 @@ queen_answer_abandoned(List *entries, const char *why)
  * A pop that committed holds a lease that expires and redelivers its
  * messages; an ack sent again is answered noop where it was applied.
  */
-void
+static void
 queen_answer_unknown(QueenPending *p, const char *why)
 {
 	queen_respond_error(p->http, 500,
@@ -630,19 +633,14 @@ queen_listener_bind(void)
 static void
 queen_listener_setup(void)
 {
-	HASHCTL		ctl;
 	int			s;
 
 	queen_listener_cxt = AllocSetContextCreate(TopMemoryContext, "queen listener",
 											   ALLOCSET_DEFAULT_SIZES);
 	MemoryContextSwitchTo(queen_listener_cxt);
 
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(uint64);
-	ctl.entrysize = sizeof(QueenPending);
-	ctl.hcxt = queen_listener_cxt;
-	queen_pending = hash_create("queen pending requests", 1024, &ctl,
-								HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	queen_pending = queen_hash_create("queen pending requests", sizeof(uint64),
+									  sizeof(QueenPending), 1024, queen_listener_cxt);
 	for (s = 0; s < queen_broker->nshards; s++)
 	{
 		/*
@@ -747,8 +745,7 @@ queen_listener_main(Datum arg)
 	(void) queen_uuid_parse(QUEEN_DEFAULT_TENANT, &queen_listener_tenant);
 	queen_listener_setup();
 	/* a predecessor's parked pops died with its connections */
-	pg_atomic_write_u32(&queen_broker->metrics.parked[queen_listener_index], 0);
-	pg_atomic_write_u32(&queen_broker->metrics.lines[queen_listener_index], 0);
+	queen_metrics_listener_gauges(queen_listener_index, 0, 0);
 
 	if (queen_listener_index == 0)
 		queen_broker_log_config("listener");

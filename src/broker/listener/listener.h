@@ -3,8 +3,9 @@
  * listener.h
  *	  What the listener's files share: the table of requests waiting for a
  *	  shard, the push request between its arrival and its answer, and the
- *	  listener's own state.  Private to listener.c (the event loop, the
- *	  pending table, verdict collection), handle_push.c and handle_admin.c;
+ *	  listener's own state.  Private to the listener's files (listener.c:
+ *	  the event loop, the pending table, verdict collection; the handlers
+ *	  in handle_push.c, handle_consume.c, handle_admin.c; longpoll.c);
  *	  nothing outside the listener process sees it.
  *
  *-------------------------------------------------------------------------
@@ -82,7 +83,6 @@ extern int	queen_listener_pick_shard(void);
 extern QueenPending *queen_control_submit(QueenHttpRequest *req, QueenPendingKind kind,
 										  uint8 op, int shard, const char *arg, Size arglen);
 extern void queen_control_send(QueenPending *p, const char *arg, Size arglen);
-extern void queen_answer_unknown(QueenPending *p, const char *why);
 
 /* longpoll.c: pops, parked while nothing can be delivered */
 extern QueenPopWait *queen_pop_wait_new(QueenHttpRequest *req, const char *arg, Size arglen,

@@ -55,6 +55,7 @@
 #include "postgres.h"
 
 #include "listener.h"
+#include "codec.h"
 #include "routes.h"
 #include "ops.h"
 
@@ -184,17 +185,12 @@ queen_due_cmp(const pairingheap_node *a, const pairingheap_node *b, void *arg)
 static void
 queen_longpoll_init(void)
 {
-	HASHCTL		ctl;
 	MemoryContext old;
 
 	queen_longpoll_cxt = AllocSetContextCreate(TopMemoryContext, "queen long-polls",
 											   ALLOCSET_DEFAULT_SIZES);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(QueenLineKey);
-	ctl.entrysize = sizeof(QueenLine);
-	ctl.hcxt = queen_longpoll_cxt;
-	queen_lines = hash_create("queen long-poll lines", 256, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	queen_lines = queen_hash_create("queen long-poll lines", sizeof(QueenLineKey),
+									sizeof(QueenLine), 256, queen_longpoll_cxt);
 	old = MemoryContextSwitchTo(queen_longpoll_cxt);
 	queen_watches = palloc0(sizeof(QueenWatch) * QUEEN_WATCHES);
 	queen_deadlines = pairingheap_allocate(queen_deadline_cmp, NULL);
@@ -205,10 +201,8 @@ queen_longpoll_init(void)
 static void
 queen_longpoll_gauges(void)
 {
-	pg_atomic_write_u32(&queen_broker->metrics.parked[queen_listener_index],
-						(uint32) queen_nparked);
-	pg_atomic_write_u32(&queen_broker->metrics.lines[queen_listener_index],
-						(uint32) hash_get_num_entries(queen_lines));
+	queen_metrics_listener_gauges(queen_listener_index, (uint32) queen_nparked,
+								  (uint32) hash_get_num_entries(queen_lines));
 }
 
 /*
@@ -287,7 +281,7 @@ queen_pop_submit(QueenPopWait *w)
 static void
 queen_pop_answer_empty(QueenPopWait *w)
 {
-	pg_atomic_fetch_add_u64(&queen_broker->metrics.pop_empty, 1);
+	queen_count(QUEEN_COUNT_POP_EMPTY, 1);
 	queen_http_respond(w->http, 204, NULL, "", 0, NULL);
 }
 
@@ -586,11 +580,9 @@ queen_line_probe(QueenLine *line, TimestampTz now)
 		p->op = QUEEN_CONTROL_POP;
 		p->wait = w;
 		queen_line_send(p, w, line->reason != QUEEN_RESEND_DUE);
-		pg_atomic_fetch_add_u64(line->reason == QUEEN_RESEND_WAKE ?
-								&queen_broker->metrics.resends_wake :
-								line->reason == QUEEN_RESEND_DUE ?
-								&queen_broker->metrics.resends_due :
-								&queen_broker->metrics.resends_next, 1);
+		queen_count(line->reason == QUEEN_RESEND_WAKE ? QUEEN_COUNT_RESENDS_WAKE :
+					line->reason == QUEEN_RESEND_DUE ? QUEEN_COUNT_RESENDS_DUE :
+					QUEEN_COUNT_RESENDS_NEXT, 1);
 		return true;
 	}
 	queen_line_release_if_idle(line);

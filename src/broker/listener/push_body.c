@@ -30,6 +30,8 @@
 #include "postgres.h"
 
 #include "push_body.h"
+#include "validate.h"
+#include "codec.h"
 
 #include "common/jsonapi.h"
 #include "fmgr.h"

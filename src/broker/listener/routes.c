@@ -5,9 +5,9 @@
  *	  request, 404 and 405 when none does, and the :params of the path,
  *	  percent-decoded once.
  *
- * Queen's API has about forty routes.  Each is one row here plus its
- * handler (handle_push.c, handle_admin.c), so adding one touches neither
- * the event loop nor the other handlers.  A pattern's literal parts match
+ * Each route is one row here plus its handler (handle_push.c,
+ * handle_consume.c, handle_admin.c), so adding one touches neither the
+ * event loop nor the other handlers.  A pattern's literal parts match
  * byte for byte (paths arrive without their query string and still
  * percent-encoded); a :param matches one non-empty segment, and is decoded
  * only once the method is known to be allowed, so a wrong method is 405
@@ -20,6 +20,8 @@
 #include <http_parser.h>
 
 #include "broker.h"
+#include "codec.h"
+#include "render.h"
 #include "routes.h"
 
 #include "utils/json.h"
@@ -98,9 +100,7 @@ queen_respond_error(QueenHttpRequest *req, int status, const char *message)
 	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 
 	initStringInfo(&buf);
-	appendStringInfoString(&buf, "{\"error\":");
-	escape_json(&buf, message);
-	appendStringInfoChar(&buf, '}');
+	queen_render_error(&buf, message, NULL);
 	MemoryContextSwitchTo(old);
 	queen_http_respond(req, status, "application/json", buf.data, buf.len, NULL);
 }
@@ -216,11 +216,15 @@ queen_route_decode(QueenHttpRequest *req, const QueenRouteSpan *spans, int nspan
 static void
 queen_route_not_allowed(QueenHttpRequest *req, uint64 allowed)
 {
-	const char *body = "{\"error\":\"method not allowed\"}";
 	char		header[128];
+	StringInfoData body;
+	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 	Size		n;
 	int			i;
 
+	initStringInfo(&body);
+	queen_render_error(&body, "method not allowed", NULL);
+	MemoryContextSwitchTo(old);
 	n = strlcpy(header, "Allow: ", sizeof(header));
 	for (i = 0; i < (int) lengthof(queen_allow_order); i++)
 	{
@@ -232,7 +236,7 @@ queen_route_not_allowed(QueenHttpRequest *req, uint64 allowed)
 					  n > strlen("Allow: ") ? ", " : "", http_method_str(m));
 	}
 	snprintf(header + n, sizeof(header) - n, "\r\n");
-	queen_http_respond(req, 405, "application/json", body, strlen(body), header);
+	queen_http_respond(req, 405, "application/json", body.data, body.len, header);
 }
 
 /* The value of a :param by name, or NULL. */
@@ -265,7 +269,7 @@ queen_route_request(QueenHttpRequest *req, void *arg)
 	int			i;
 
 	(void) arg;
-	pg_atomic_fetch_add_u64(&queen_broker->metrics.http_requests, 1);
+	queen_count(QUEEN_COUNT_HTTP_REQUESTS, 1);
 
 	for (i = 0; i < (int) lengthof(queen_routes); i++)
 	{

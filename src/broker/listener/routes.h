@@ -5,7 +5,9 @@
  *	  pattern with :params, its handler and which worker answers it), the
  *	  handlers the rows name, and the answers every handler shares.
  *
- * A new route is one row in routes.c plus its handler.  The matcher answers
+ * A new route is one row in routes.c plus its handler; one that reaches
+ * the database is also an operation (ops.h, ops.c) whose run and render
+ * the shard calls, over a core function.  The matcher answers
  * 404 (no pattern matches the path) and 405 (a pattern matches, no row of
  * it takes the method; Allow lists those that do) itself, and percent-
  * decodes each :param once, before the handler sees the request.

@@ -13,7 +13,7 @@
  */
 #include "postgres.h"
 
-#include "broker.h"
+#include "maintenance.h"
 #include "dedup_runs.h"
 #include "worker.h"
 

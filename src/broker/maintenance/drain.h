@@ -11,6 +11,7 @@
 #define QUEEN_DRAIN_H
 
 #include "broker.h"
+#include "codec.h"
 
 #include "utils/hsearch.h"
 
@@ -30,7 +31,6 @@ typedef enum QueenDrainResult
 extern QueenDrainResult queen_drain_file(const char *name, int *read_failures,
 										 HTAB *blocked);
 extern HTAB *queen_drain_keyset(const char *what);
-extern bool queen_drain_blocked(HTAB *blocked, QueenDrainKey *key);
 extern void queen_drain_block(HTAB *blocked, QueenDrainKey *key);
 
 #endif							/* QUEEN_DRAIN_H */

@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "drain.h"
+#include "codec.h"
 #include "bundle.h"
 #include "spi.h"
 #include "spool.h"
@@ -38,16 +39,11 @@
 HTAB *
 queen_drain_keyset(const char *what)
 {
-	HASHCTL		ctl;
-
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(QueenDrainKey);
-	ctl.entrysize = sizeof(QueenDrainKey);
-	ctl.hcxt = CurrentMemoryContext;
-	return hash_create(what, 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	return queen_hash_create(what, sizeof(QueenDrainKey), sizeof(QueenDrainKey), 64,
+							 CurrentMemoryContext);
 }
 
-bool
+static bool
 queen_drain_blocked(HTAB *blocked, QueenDrainKey *key)
 {
 	return hash_search(blocked, key, HASH_FIND, NULL) != NULL;
@@ -95,7 +91,7 @@ queen_drain_report_damage(const char *name, const char *data, List *damage)
 		char	   *why = NULL;
 		bool		saved = queen_spool_quarantine(kept, data + d->start, d->end - d->start, &why);
 
-		pg_atomic_fetch_add_u64(&queen_broker->spool.records_damaged, 1);
+		queen_count(QUEEN_COUNT_SPOOL_DAMAGED, 1);
 		ereport(WARNING,
 				(errmsg("queen spool: %s: record at byte %zu is %s (%zu bytes); %s",
 						name, d->start,
@@ -196,8 +192,7 @@ queen_drain_quarantine_file(const char *name, const char *why)
 	{
 		(void) queen_spool_sync_dir(queen_spool_directory, &err);
 		(void) queen_spool_sync_dir(dir, &err);
-		pg_atomic_fetch_add_u64(&queen_broker->spool.items_quarantined,
-								queen_spool_file_items(name));
+		queen_count(QUEEN_COUNT_SPOOL_QUARANTINED, queen_spool_file_items(name));
 		ereport(WARNING,
 				(errmsg("queen spool: \"%s\" moved to \"%s\" after %d failed attempts to read it: %s",
 						from, to, QUEEN_DRAIN_MAX_ATTEMPTS, why)));
@@ -211,7 +206,6 @@ queen_drain_quarantine_file(const char *name, const char *why)
 static List *
 queen_drain_parse(const char *data, Size len, int64 *items, List **damage)
 {
-	HASHCTL		ctl;
 	HTAB	   *groups;
 	List	   *order = NIL;
 	Size		pos = 0;
@@ -219,11 +213,8 @@ queen_drain_parse(const char *data, Size len, int64 *items, List **damage)
 	QueenSpoolRecord rec;
 	QueenSpoolStep step;
 
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(QueenDrainKey);
-	ctl.entrysize = sizeof(QueenDrainGroup);
-	ctl.hcxt = CurrentMemoryContext;
-	groups = hash_create("queen drain groups", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	groups = queen_hash_create("queen drain groups", sizeof(QueenDrainKey),
+							   sizeof(QueenDrainGroup), 64, CurrentMemoryContext);
 	*items = 0;
 
 	while ((step = queen_spool_next(data, len, &pos, &rec, &bad)) != QUEEN_SPOOL_END)
@@ -342,9 +333,9 @@ queen_drain_tx(QueenDrainTx *tx, const char *key, QueenBundleGroup *bgs, int n,
 	tx->ok = queen_worker_transact("drain spool file", NULL, queen_drain_tx_body, tx, &result);
 	if (tx->ok)
 	{
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.wakes_drain, queen_wake_publish());
-		pg_atomic_fetch_add_u64(&queen_broker->spool.items_drained, tx->queued);
-		pg_atomic_fetch_add_u64(&queen_broker->spool.items_dropped, tx->dropped);
+		queen_count(QUEEN_COUNT_WAKES_DRAIN, queen_wake_publish());
+		queen_count(QUEEN_COUNT_SPOOL_DRAINED, tx->queued);
+		queen_count(QUEEN_COUNT_SPOOL_DROPPED, tx->dropped);
 	}
 	else
 	{
@@ -406,7 +397,7 @@ queen_drain_quarantine_item(const char *name, int gi, int k, QueenDrainGroup *g,
 		return false;
 	}
 	if (!again)
-		pg_atomic_fetch_add_u64(&queen_broker->spool.items_quarantined, 1);
+		queen_count(QUEEN_COUNT_SPOOL_QUARANTINED, 1);
 	ereport(WARNING,
 			(errmsg("queen spool: QUARANTINED an item answered \"buffered\": queue \"%s\" partition \"%s\" transactionId \"%s\" from \"%s\" cannot be stored (SQLSTATE %s: %s)",
 					g->queue, g->partition, txn, name, unpack_sql_state(sqlerrcode), message),
@@ -502,7 +493,7 @@ queen_drain_whole(const char *name, const char *data, List *groups, int64 items,
 	queen_drain_tx(&tx, name, bgs, ngroups, items, true, false);
 	if (tx.ok && !tx.has_units)
 	{
-		pg_atomic_write_u32(&queen_broker->spool.db_healthy, 1);
+		pg_atomic_write_u32(&queen_spool_state->db_healthy, 1);
 		queen_drain_report_damage(name, data, damage);
 		if (tx.already)
 			ereport(LOG,
@@ -521,7 +512,7 @@ queen_drain_whole(const char *name, const char *data, List *groups, int64 items,
 						name, unpack_sql_state(tx.sqlerrcode), tx.message)));
 		if (queen_error_database_down(tx.sqlerrcode))
 		{
-			pg_atomic_write_u32(&queen_broker->spool.db_healthy, 0);
+			pg_atomic_write_u32(&queen_spool_state->db_healthy, 0);
 			foreach(lc, groups)
 				queen_drain_block(blocked, &((QueenDrainGroup *) lfirst(lc))->key);
 			return QUEEN_WHOLE_DOWN;
@@ -585,7 +576,7 @@ queen_drain_parts(const char *name, List *groups, HTAB *blocked,
 						 tx.sqlerrcode != ERRCODE_QUERY_CANCELED))) ||
 			!queen_drain_items(name, gi, g))
 		{
-			pg_atomic_fetch_add_u64(&queen_broker->spool.drain_retries, 1);
+			queen_count(QUEEN_COUNT_SPOOL_RETRIES, 1);
 			queen_drain_block(blocked, &g->key);
 			pending = true;
 		}
@@ -599,7 +590,7 @@ queen_drain_remove(const char *path)
 {
 	char	   *why = NULL;
 
-	pg_atomic_fetch_add_u64(&queen_broker->spool.files_drained, 1);
+	queen_count(QUEEN_COUNT_SPOOL_FILES_DRAINED, 1);
 	if (unlink(path) != 0)
 		ereport(WARNING,
 				(errcode_for_file_access(),
@@ -659,7 +650,7 @@ queen_drain_file(const char *name, int *read_failures, HTAB *blocked)
 
 	if (queen_drain_parts(name, groups, blocked, &queued, &dropped))
 	{
-		pg_atomic_write_u32(&queen_broker->spool.db_healthy, 0);
+		pg_atomic_write_u32(&queen_spool_state->db_healthy, 0);
 		ereport(LOG,
 				(errmsg("queen spool: \"%s\" is drained in part (" UINT64_FORMAT " items committed now); the rest stays in the spool and is tried again, later files go on meanwhile",
 						name, queued)));
@@ -675,7 +666,7 @@ queen_drain_file(const char *name, int *read_failures, HTAB *blocked)
 						name, unpack_sql_state(tx.sqlerrcode), tx.message)));
 		return QUEEN_DRAIN_RETRY;
 	}
-	pg_atomic_write_u32(&queen_broker->spool.db_healthy, 1);
+	pg_atomic_write_u32(&queen_spool_state->db_healthy, 1);
 	queen_drain_report_damage(name, data, damage);
 	ereport(LOG,
 			(errmsg("queen spool: drained \"%s\" part by part: " UINT64_FORMAT " items committed now, " UINT64_FORMAT " already stored (dropped as duplicates)",

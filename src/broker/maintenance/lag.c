@@ -1,75 +1,108 @@
 /*-------------------------------------------------------------------------
  *
  * lag.c
- *	  Consumer lag for /metrics: the maintenance worker reads the view
- *	  queen.consumer_lag every queen.consumer_lag_interval seconds and
- *	  writes the most lagging (queue, group) pairs to shared memory, where
- *	  metrics.c renders them without a database round trip.
+ *	  Consumer lag for /metrics: the maintenance worker asks the core for
+ *	  the most lagging (queue, group) pairs (queen_consumer_lag_top) every
+ *	  queen.consumer_lag_interval seconds and writes them to this file's
+ *	  shared memory, from which any listener renders them without a
+ *	  database round trip.
  *
- * The view reads every partition of the queues consumers have touched, so
- * it runs in the maintenance worker, never in a shard, whose pushes, pops
- * and acks would wait behind it.  The table in shared memory is guarded by
- * a sequence count (QueenLagShared, broker.h): odd while written, and
- * nothing between its two increments can fail.
+ * The view behind it reads every partition of the queues consumers have
+ * touched, so it runs in the maintenance worker, never in a shard, whose
+ * pushes, pops and acks would wait behind it.  The table in shared memory
+ * is guarded by a sequence count: odd while written, and nothing between
+ * its two increments can fail.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "broker.h"
-#include "spi.h"
+#include "maintenance.h"
+#include "codec.h"
+#include "consume.h"
 #include "worker.h"
 
 #include "pgstat.h"
+#include "storage/shmem.h"
 #include "utils/backend_status.h"
 #include "utils/timestamp.h"
 
-static SPIPlanPtr queen_lag_plan = NULL;
+/*
+ * The last sample, most lagging first.  seq is odd while the worker
+ * writes; a reader copies and retries if seq moved.
+ */
+#define QUEEN_LAG_ENTRIES		256
+
+typedef struct QueenLagEntry
+{
+	pg_uuid_t	tenant;
+	char		queue[QUEEN_MAX_NAME_BYTES + 1];
+	char		group[QUEEN_MAX_NAME_BYTES + 1];
+	int64		partitions;
+	int64		messages;
+} QueenLagEntry;
+
+typedef struct QueenLagShared
+{
+	pg_atomic_uint64 seq;
+	TimestampTz sampled_at;		/* 0: not yet */
+	int			n;
+	bool		truncated;		/* more (queue, group) pairs than entries */
+	QueenLagEntry entries[QUEEN_LAG_ENTRIES];
+} QueenLagShared;
+
+static QueenLagShared *queen_lag = NULL;
+
+Size
+queen_lag_shmem_size(void)
+{
+	return MAXALIGN(sizeof(QueenLagShared));
+}
+
+void
+queen_lag_shmem_init(void)
+{
+	bool		found;
+
+	queen_lag = ShmemInitStruct("queen consumer lag", queen_lag_shmem_size(), &found);
+	if (!found)
+	{
+		memset(queen_lag, 0, sizeof(QueenLagShared));
+		pg_atomic_init_u64(&queen_lag->seq, 0);
+	}
+}
 
 static void
 queen_lag_body(void *arg)
 {
-	QueenLagShared *lag = &queen_broker->lag;
-	QueenLagEntry *rows = palloc0(sizeof(QueenLagEntry) * QUEEN_LAG_ENTRIES);
-	SPIPlanPtr	plan;
-	uint64		found;
+	QueenLagEntry *entries = palloc0(sizeof(QueenLagEntry) * QUEEN_LAG_ENTRIES);
+	QueenLagRow *rows;
+	int			found;
 	int			n;
 	int			i;
 
 	(void) arg;
 	pgstat_report_activity(STATE_RUNNING, "queen: consumer lag");
-	queen_spi_connect();
-	plan = queen_plan_once(&queen_lag_plan,
-						   "SELECT tenant_id, queue, consumer_group, partitions_pending, messages_pending"
-						   "  FROM queen.consumer_lag"
-						   " ORDER BY messages_pending DESC, queue, consumer_group"
-						   " LIMIT " CppAsString2(QUEEN_LAG_ENTRIES) " + 1",
-						   0, NULL, false);
-	queen_exec(plan, NULL, SPI_OK_SELECT, "sampling the consumer lag");
-	found = SPI_processed;
-	n = (int) Min(found, QUEEN_LAG_ENTRIES);
+	found = queen_consumer_lag_top(QUEEN_LAG_ENTRIES, &rows);
+	n = Min(found, QUEEN_LAG_ENTRIES);
 	for (i = 0; i < n; i++)
 	{
-		HeapTuple	tuple = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-
-		queen_get_uuid(tuple, desc, 1, &rows[i].tenant);
-		strlcpy(rows[i].queue, SPI_getvalue(tuple, desc, 2), sizeof(rows[i].queue));
-		strlcpy(rows[i].group, SPI_getvalue(tuple, desc, 3), sizeof(rows[i].group));
-		rows[i].partitions = queen_get_int64(tuple, desc, 4);
-		rows[i].messages = queen_get_int64(tuple, desc, 5);
+		entries[i].tenant = rows[i].tenant;
+		strlcpy(entries[i].queue, rows[i].queue, sizeof(entries[i].queue));
+		strlcpy(entries[i].group, rows[i].group, sizeof(entries[i].group));
+		entries[i].partitions = rows[i].partitions;
+		entries[i].messages = rows[i].messages;
 	}
-	SPI_finish();
 
 	/* nothing below can fail: a reader never sees seq stay odd */
-	pg_atomic_fetch_add_u64(&lag->seq, 1);
+	pg_atomic_fetch_add_u64(&queen_lag->seq, 1);
 	pg_write_barrier();
-	memcpy(lag->entries, rows, sizeof(QueenLagEntry) * n);
-	lag->n = n;
-	lag->truncated = found > (uint64) n;
-	lag->sampled_at = GetCurrentTimestamp();
+	memcpy(queen_lag->entries, entries, sizeof(QueenLagEntry) * n);
+	queen_lag->n = n;
+	queen_lag->truncated = found > n;
+	queen_lag->sampled_at = GetCurrentTimestamp();
 	pg_write_barrier();
-	pg_atomic_fetch_add_u64(&lag->seq, 1);
+	pg_atomic_fetch_add_u64(&queen_lag->seq, 1);
 }
 
 /* One sample, in a transaction of its own; a failure is logged and skipped. */
@@ -79,4 +112,69 @@ queen_lag_sample(void)
 	QueenTxResult result;
 
 	(void) queen_worker_transact("consumer lag", "maintenance", queen_lag_body, NULL, &result);
+}
+
+/*
+ * The last sample on /metrics, copied out under its sequence count so a
+ * sample being written is never rendered half.
+ */
+void
+queen_lag_render(StringInfo out)
+{
+	QueenLagEntry *rows = palloc(sizeof(QueenLagEntry) * QUEEN_LAG_ENTRIES);
+	TimestampTz sampled_at;
+	bool		truncated;
+	uint64		seq;
+	int			n;
+	int			i;
+	int			k;
+
+	for (;;)
+	{
+		seq = pg_atomic_read_u64(&queen_lag->seq);
+		if (seq % 2 == 1)
+		{
+			pg_usleep(1000L);
+			continue;
+		}
+		pg_read_barrier();
+		n = queen_lag->n;
+		truncated = queen_lag->truncated;
+		sampled_at = queen_lag->sampled_at;
+		memcpy(rows, queen_lag->entries, sizeof(QueenLagEntry) * n);
+		pg_read_barrier();
+		if (pg_atomic_read_u64(&queen_lag->seq) == seq)
+			break;
+	}
+
+	queen_metric(out, "queen_consumer_lag_age_seconds", "gauge",
+				 "Seconds since the consumer lag was sampled (queen.consumer_lag_interval); -1 before the first sample.");
+	appendStringInfo(out, "queen_consumer_lag_age_seconds %.1f\n", sampled_at == 0 ? -1.0 :
+					 (double) (GetCurrentTimestamp() - sampled_at) / USECS_PER_SEC);
+	queen_metric(out, "queen_consumer_lag_truncated", "gauge",
+				 "1 when more (queue, group) pairs lag than the 256 most lagging listed.");
+	appendStringInfo(out, "queen_consumer_lag_truncated %d\n", truncated ? 1 : 0);
+	for (k = 0; k < 2; k++)
+	{
+		const char *name = k == 0 ? "queen_consumer_lag_messages" : "queen_consumer_lag_partitions";
+
+		queen_metric(out, name, "gauge", k == 0 ?
+					 "Messages not yet acknowledged, per queue and consumer group (queue mode: __QUEUE_MODE__), at the last sample." :
+					 "Partitions holding messages not yet acknowledged, per queue and consumer group, at the last sample.");
+		for (i = 0; i < n; i++)
+		{
+			char		tenant[UUID_LEN * 2 + 5];
+
+			queen_uuid_format(&rows[i].tenant, tenant);
+			appendStringInfo(out, "%s{", name);
+			queen_metric_label(out, "tenant", tenant);
+			appendStringInfoChar(out, ',');
+			queen_metric_label(out, "queue", rows[i].queue);
+			appendStringInfoChar(out, ',');
+			queen_metric_label(out, "group", rows[i].group);
+			appendStringInfo(out, "} " INT64_FORMAT "\n",
+							 k == 0 ? rows[i].messages : rows[i].partitions);
+		}
+	}
+	pfree(rows);
 }

@@ -23,22 +23,57 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "metrics.h"
+
 #include "miscadmin.h"
 #include "storage/fd.h"
+#include "storage/shmem.h"
 
 #define QUEEN_STATE_FILE		"maintenance.state"
+
+QueenSpoolShared *queen_spool_state = NULL;
+
+static void queen_maintenance_load(void);
+
+Size
+queen_spool_shmem_size(void)
+{
+	return MAXALIGN(sizeof(QueenSpoolShared));
+}
+
+/* At shared memory initialisation: the flag as saved, the rest zero. */
+void
+queen_spool_shmem_init(void)
+{
+	bool		found;
+	int			s;
+
+	queen_spool_state = ShmemInitStruct("queen spool", queen_spool_shmem_size(), &found);
+	if (found)
+		return;
+	pg_atomic_init_u32(&queen_spool_state->maintenance, 0);
+	pg_atomic_init_u32(&queen_spool_state->setting_seen, 0);
+	pg_atomic_init_u32(&queen_spool_state->db_healthy, 1);
+	pg_atomic_init_u64(&queen_spool_state->pending_files, 0);
+	pg_atomic_init_u64(&queen_spool_state->failed_files, 0);
+	pg_atomic_init_u64(&queen_spool_state->failed_bytes, 0);
+	pg_atomic_init_u64(&queen_spool_state->quarantined_items, 0);
+	for (s = 0; s < QUEEN_MAX_SHARDS; s++)
+		pg_atomic_init_u32(&queen_spool_state->active_items[s], 0);
+	queen_maintenance_load();
+}
 
 bool
 queen_maintenance_on(void)
 {
-	return queen_broker != NULL && pg_atomic_read_u32(&queen_broker->spool.maintenance) != 0;
+	return queen_spool_state != NULL && pg_atomic_read_u32(&queen_spool_state->maintenance) != 0;
 }
 
 /*
  * At shared memory initialisation (postmaster start and crash restart):
  * the saved flag, unless the setting changed since it was saved.
  */
-void
+static void
 queen_maintenance_load(void)
 {
 	char	   *path = queen_spool_path(QUEEN_STATE_FILE);
@@ -54,8 +89,8 @@ queen_maintenance_load(void)
 			on = enabled != 0;
 		FreeFile(f);
 	}
-	pg_atomic_write_u32(&queen_broker->spool.maintenance, on ? 1 : 0);
-	pg_atomic_write_u32(&queen_broker->spool.setting_seen, queen_maintenance_mode_setting ? 1 : 0);
+	pg_atomic_write_u32(&queen_spool_state->maintenance, on ? 1 : 0);
+	pg_atomic_write_u32(&queen_spool_state->setting_seen, queen_maintenance_mode_setting ? 1 : 0);
 	if (on)
 		ereport(LOG, (errmsg("queen: maintenance mode is on; pushes go to the spool")));
 	pfree(path);
@@ -103,9 +138,9 @@ queen_maintenance_set(bool on, bool setting)
 	int			s;
 
 	if (setting)
-		pg_atomic_write_u32(&queen_broker->spool.setting_seen, on ? 1 : 0);
-	pg_atomic_write_u32(&queen_broker->spool.maintenance, on ? 1 : 0);
-	if (!queen_maintenance_save(on, pg_atomic_read_u32(&queen_broker->spool.setting_seen) != 0,
+		pg_atomic_write_u32(&queen_spool_state->setting_seen, on ? 1 : 0);
+	pg_atomic_write_u32(&queen_spool_state->maintenance, on ? 1 : 0);
+	if (!queen_maintenance_save(on, pg_atomic_read_u32(&queen_spool_state->setting_seen) != 0,
 								&why))
 		ereport(WARNING,
 				(errcode_for_file_access(),
@@ -127,11 +162,11 @@ queen_maintenance_set(bool on, bool setting)
 uint64
 queen_spool_pending(void)
 {
-	uint64		items = pg_atomic_read_u64(&queen_broker->spool.pending_files);
+	uint64		items = pg_atomic_read_u64(&queen_spool_state->pending_files);
 	int			s;
 
 	for (s = 0; s < queen_broker->nshards; s++)
-		items += pg_atomic_read_u32(&queen_broker->spool.active_items[s]);
+		items += pg_atomic_read_u32(&queen_spool_state->active_items[s]);
 	return items;
 }
 
@@ -153,7 +188,7 @@ queen_spool_writable(void)
 void
 queen_buffers_json(StringInfo out, int shape)
 {
-	QueenSpoolShared *sp = &queen_broker->spool;
+	QueenSpoolShared *sp = queen_spool_state;
 	bool		on = queen_maintenance_on();
 	uint64		pending = queen_spool_pending();
 	uint64		failed = pg_atomic_read_u64(&sp->failed_files);
@@ -186,4 +221,36 @@ queen_buffers_json(StringInfo out, int shape)
 		appendStringInfo(out, "\"message\":\"%s\"}",
 						 on ? "Maintenance mode ENABLED. All PUSHes routing to file buffer." :
 						 "Maintenance mode DISABLED. Background processor will drain buffer to DB.");
+}
+
+/* Items the drain set aside under failed/: not 0 needs an operator. */
+uint64
+queen_spool_quarantined(void)
+{
+	return pg_atomic_read_u64(&queen_spool_state->quarantined_items);
+}
+
+/* The spool's gauges on /metrics (its counters are rows of metrics.c). */
+void
+queen_spool_render(StringInfo out)
+{
+	QueenSpoolShared *sp = queen_spool_state;
+
+	queen_metric(out, "queen_maintenance_mode", "gauge",
+				 "1 while maintenance mode sends every push to the spool.");
+	appendStringInfo(out, "queen_maintenance_mode %d\n", queen_maintenance_on() ? 1 : 0);
+	queen_metric(out, "queen_file_buffer_pending", "gauge",
+				 "Items in the disk spool not yet committed.");
+	appendStringInfo(out, "queen_file_buffer_pending " UINT64_FORMAT "\n", queen_spool_pending());
+	queen_metric(out, "queen_file_buffer_failed", "gauge",
+				 "Files set aside under the spool's failed/ directory.");
+	appendStringInfo(out, "queen_file_buffer_failed " UINT64_FORMAT "\n",
+					 pg_atomic_read_u64(&sp->failed_files));
+	queen_metric(out, "queen_file_buffer_db_healthy", "gauge",
+				 "1 unless the last drain attempt failed for a reason in the database.");
+	appendStringInfo(out, "queen_file_buffer_db_healthy %u\n", pg_atomic_read_u32(&sp->db_healthy));
+	queen_metric(out, "queen_spool_quarantined_items", "gauge",
+				 "Spooled items the database refused, set aside under failed/ (never committed): not 0 needs an operator.");
+	appendStringInfo(out, "queen_spool_quarantined_items " UINT64_FORMAT "\n",
+					 queen_spool_quarantined());
 }

@@ -44,6 +44,7 @@
 #include "postgres.h"
 
 #include "drain.h"
+#include "maintenance.h"
 #include "spool.h"
 #include "worker.h"
 
@@ -97,11 +98,11 @@ queen_drain_survey(void)
 	QueenDrainFile *st;
 	ListCell   *lc;
 
-	pg_atomic_write_u64(&queen_broker->spool.pending_files, items);
+	pg_atomic_write_u64(&queen_spool_state->pending_files, items);
 	queen_spool_failed_stats(&files, &bytes, &quarantined);
-	pg_atomic_write_u64(&queen_broker->spool.failed_files, files);
-	pg_atomic_write_u64(&queen_broker->spool.failed_bytes, bytes);
-	pg_atomic_write_u64(&queen_broker->spool.quarantined_items, quarantined);
+	pg_atomic_write_u64(&queen_spool_state->failed_files, files);
+	pg_atomic_write_u64(&queen_spool_state->failed_bytes, bytes);
+	pg_atomic_write_u64(&queen_spool_state->quarantined_items, quarantined);
 
 	/* forget files that are gone */
 	hash_seq_init(&seq, queen_drain_files);
@@ -271,7 +272,7 @@ queen_maintenance_main(Datum arg)
 		CHECK_FOR_INTERRUPTS();
 		(void) queen_worker_reload();
 		/* every pass, so a reload while this worker was restarting counts too */
-		if ((pg_atomic_read_u32(&queen_broker->spool.setting_seen) != 0) !=
+		if ((pg_atomic_read_u32(&queen_spool_state->setting_seen) != 0) !=
 			queen_maintenance_mode_setting)
 			queen_maintenance_set(queen_maintenance_mode_setting, true);
 		now = GetCurrentTimestamp();

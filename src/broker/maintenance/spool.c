@@ -48,6 +48,8 @@
 #include "postgres.h"
 
 #include "spool.h"
+#include "validate.h"
+#include "codec.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -485,7 +487,7 @@ queen_spool_write_file(StringInfo records, int items, int owner, char **why)
 
 	if (!queen_spool_ensure_dir(queen_spool_directory, why))
 	{
-		pg_atomic_fetch_add_u64(&queen_broker->spool.write_failures, 1);
+		queen_count(QUEEN_COUNT_SPOOL_WRITE_FAILURES, 1);
 		return false;
 	}
 	snprintf(part, sizeof(part), "%s/queen-%013lld-%02d-%d-%06u.part",
@@ -527,10 +529,10 @@ queen_spool_write_file(StringInfo records, int items, int owner, char **why)
 	{
 		/* an unsynced rename may survive a crash: remove the finished name too */
 		(void) unlink(buf);
-		pg_atomic_fetch_add_u64(&queen_broker->spool.write_failures, 1);
+		queen_count(QUEEN_COUNT_SPOOL_WRITE_FAILURES, 1);
 		return false;
 	}
-	pg_atomic_fetch_add_u64(&queen_broker->spool.items_written, items);
+	queen_count(QUEEN_COUNT_SPOOL_WRITTEN, items);
 	queen_worker_wake(&queen_broker->maintenance);
 	return true;
 }
@@ -564,7 +566,7 @@ queen_spool_finish(int shard)
 		else if (!queen_spool_sync_dir(queen_spool_directory, &why))
 			ereport(WARNING, (errcode_for_file_access(), errmsg("queen spool: %s", why)));
 	}
-	pg_atomic_write_u32(&queen_broker->spool.active_items[shard], 0);
+	pg_atomic_write_u32(&queen_spool_state->active_items[shard], 0);
 	queen_worker_wake(&queen_broker->maintenance);
 }
 
@@ -607,7 +609,7 @@ queen_spool_write(StringInfo records, int items, int shard, char **why)
 
 	if (spool_fd < 0 && !queen_spool_open(shard, why))
 	{
-		pg_atomic_fetch_add_u64(&queen_broker->spool.write_failures, 1);
+		queen_count(QUEEN_COUNT_SPOOL_WRITE_FAILURES, 1);
 		return false;
 	}
 
@@ -632,8 +634,8 @@ queen_spool_write(StringInfo records, int items, int shard, char **why)
 		spool_len += records->len;
 		spool_items += items;
 		spool_last_write = GetCurrentTimestamp();
-		pg_atomic_write_u32(&queen_broker->spool.active_items[shard], (uint32) spool_items);
-		pg_atomic_fetch_add_u64(&queen_broker->spool.items_written, items);
+		pg_atomic_write_u32(&queen_spool_state->active_items[shard], (uint32) spool_items);
+		queen_count(QUEEN_COUNT_SPOOL_WRITTEN, items);
 		if (spool_items >= QUEEN_SPOOL_FILE_ITEMS || spool_len >= QUEEN_SPOOL_FILE_BYTES)
 			queen_spool_finish(shard);
 		return true;
@@ -641,7 +643,7 @@ queen_spool_write(StringInfo records, int items, int shard, char **why)
 
 	if (*why == NULL)
 		*why = psprintf("could not write spool file \"%s.tmp\": %m", spool_stem);
-	pg_atomic_fetch_add_u64(&queen_broker->spool.write_failures, 1);
+	queen_count(QUEEN_COUNT_SPOOL_WRITE_FAILURES, 1);
 
 	/*
 	 * Cut the file back to what was durable before.  If even that fails,

@@ -6,7 +6,8 @@
  *	  shards write to, the listeners answer from, and the drain (maintenance_worker.c)
  *	  empties.
  *
- * Their shared state is part of the shared-memory layout (broker.h).
+ * Their shared state is maintenance_mode.c's (queen_spool_state); its
+ * counters are the metric table's (metrics.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +15,25 @@
 #define QUEEN_SPOOL_H
 
 #include "broker.h"
+
+/*
+ * The spool's shared state.  The maintenance flag is authoritative here;
+ * the state file in the spool directory keeps it across restarts.  The
+ * gauges are written by the maintenance worker, active_items by the shards.
+ */
+typedef struct QueenSpoolShared
+{
+	pg_atomic_uint32 maintenance;	/* pushes go to the spool */
+	pg_atomic_uint32 setting_seen;	/* queen.maintenance_mode last applied */
+	pg_atomic_uint32 db_healthy;	/* the last drain attempt worked */
+	pg_atomic_uint64 pending_files; /* items in finished files, not yet drained */
+	pg_atomic_uint64 failed_files;	/* files in failed/ */
+	pg_atomic_uint64 failed_bytes;
+	pg_atomic_uint64 quarantined_items; /* items in failed/ (from its files) */
+	pg_atomic_uint32 active_items[QUEEN_MAX_SHARDS];	/* in each shard's open file */
+} QueenSpoolShared;
+
+extern QueenSpoolShared *queen_spool_state;
 
 /* One record of a spool file: a partition's frames from one flush. */
 typedef struct QueenSpoolRecord
@@ -54,7 +74,10 @@ extern void queen_spool_failed_stats(uint64 *files, uint64 *bytes, uint64 *items
 extern bool queen_spool_quarantine(const char *name, const char *data, Size len, char **why);
 
 /* Maintenance mode (maintenance_mode.c) */
-extern void queen_maintenance_load(void);
+extern Size queen_spool_shmem_size(void);
+extern void queen_spool_shmem_init(void);
+extern void queen_spool_render(StringInfo out);
+extern uint64 queen_spool_quarantined(void);
 extern bool queen_maintenance_on(void);
 extern uint64 queen_spool_pending(void);
 extern void queen_maintenance_set(bool on, bool setting);

@@ -7,7 +7,7 @@
  * A shard owns the partitions that hash to it (worker.c, queen_shard_of),
  * so all of its state is private to this process and needs no locks.
  * Frames arrive from the listeners' submission rings and accumulate in one
- * group per (tenant, queue, partition).  The three rules of the seed:
+ * group per (tenant, queue, partition).  Three rules:
  *
  *	 Fire on idle.  Whenever there is a ready group and a push permit is
  *	 free right now, a bundle goes at once; there is no hold timer, so a
@@ -51,6 +51,7 @@
 #include "postgres.h"
 
 #include "shard.h"
+#include "codec.h"
 #include "shard_groups.h"
 #include "bundle.h"
 #include "permits.h"
@@ -353,7 +354,7 @@ queen_shard_spool(QueenShardGroup **groups, int n, QueenGroupOutcome on_failure)
 				(errcode_for_file_access(),
 				 errmsg("queen shard %d: could not spool %d items; they are answered failed: %s",
 						queen_shard_index, items, why)));
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.failed, items);
+		queen_count(QUEEN_COUNT_FAILED, items);
 	}
 	for (i = 0; i < n; i++)
 	{
@@ -460,20 +461,20 @@ queen_shard_run_bundle(void)
 				queen_wake_mark(&chosen[i]->tenant, chosen[i]->queue,
 								strlen(chosen[i]->queue));
 		}
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.wakes_push, queen_wake_publish());
+		queen_count(QUEEN_COUNT_WAKES_PUSH, queen_wake_publish());
 		queen_permit_release(queen_shard_index, n, exec_us, commit_us);
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.commits, 1);
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.segments, segments);
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.items, queued);
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.queued, queued);
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.duplicates, dups);
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.exec_us, exec_us);
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.commit_us, commit_us);
+		queen_count(QUEEN_COUNT_COMMITS, 1);
+		queen_count(QUEEN_COUNT_SEGMENTS, segments);
+		queen_count(QUEEN_COUNT_ITEMS, queued);
+		queen_count(QUEEN_COUNT_QUEUED, queued);
+		queen_count(QUEEN_COUNT_DUPLICATES, dups);
+		queen_count(QUEEN_COUNT_EXEC_US, exec_us);
+		queen_count(QUEEN_COUNT_COMMIT_US, commit_us);
 	}
 	else
 	{
 		queen_permit_release(queen_shard_index, 0, 0, 0);
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.bundle_failures, 1);
+		queen_count(QUEEN_COUNT_BUNDLE_FAILURES, 1);
 		/* the extension may have been dropped under us */
 		(void) queen_shard_check_extension(true);
 		/* rolled back: the items exist nowhere, so the spool takes them */

@@ -23,6 +23,7 @@
 #include "postgres.h"
 
 #include "shard.h"
+#include "validate.h"
 #include "render.h"
 #include "worker.h"
 
@@ -166,7 +167,7 @@ queen_op_pop_render(QueenOpCall *call, void *result, StringInfo out)
  * ----------------------------------------------------------------
  */
 
-/* One element of the ack answer (reference 5.1), in request order. */
+/* One element of Queen's ack answer, in request order. */
 static void
 queen_render_ack_item(StringInfo out, int index, QueenWireText txn, bool success,
 					  const char *error, bool released, bool dlq, bool noop)
@@ -654,22 +655,21 @@ queen_shard_consume_discard(void)
 void
 queen_shard_consume_done(bool committed)
 {
-	QueenMetrics *m = &queen_broker->metrics;
 	QueenConsumeCounts *c = &queen_consume_counts;
 
 	if (committed)
 	{
-		pg_atomic_fetch_add_u64(&m->pop_messages, c->pop_messages);
-		pg_atomic_fetch_add_u64(&m->leases_expired, c->leases_expired);
-		pg_atomic_fetch_add_u64(&m->ack_acked, c->acked);
-		pg_atomic_fetch_add_u64(&m->dlq_filed, c->dlq);
-		pg_atomic_fetch_add_u64(&m->lease_extensions, c->extensions);
-		pg_atomic_fetch_add_u64(&m->leases_restamped, c->restamped);
-		pg_atomic_fetch_add_u64(&m->wakes_ack, queen_wake_publish());
+		queen_count(QUEEN_COUNT_POP_MESSAGES, c->pop_messages);
+		queen_count(QUEEN_COUNT_LEASES_EXPIRED, c->leases_expired);
+		queen_count(QUEEN_COUNT_ACK_ACKED, c->acked);
+		queen_count(QUEEN_COUNT_DLQ_FILED, c->dlq);
+		queen_count(QUEEN_COUNT_LEASE_EXTENSIONS, c->extensions);
+		queen_count(QUEEN_COUNT_LEASES_RESTAMPED, c->restamped);
+		queen_count(QUEEN_COUNT_WAKES_ACK, queen_wake_publish());
 	}
 	else
 		queen_wake_forget();
 	/* a failed ack's items were counted failed by its answer */
-	pg_atomic_fetch_add_u64(&m->ack_failed, c->failed);
+	queen_count(QUEEN_COUNT_ACK_FAILED, c->failed);
 	queen_shard_consume_reset();
 }

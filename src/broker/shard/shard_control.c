@@ -156,7 +156,7 @@ queen_shard_control_failed(QueenControl *c, int sqlerrcode, const char *message,
 		 */
 		if (sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
 		{
-			pg_atomic_fetch_add_u64(&queen_broker->metrics.consume_lock_timeouts, 1);
+			queen_count(QUEEN_COUNT_CONSUME_LOCK_TIMEOUTS, 1);
 			queen_render_error(out, psprintf("%s not applied: a row it needs is locked by another transaction (held longer than queen.consume_lock_timeout, %d ms); nothing was changed, retry",
 											 c->def->name, queen_consume_lock_timeout_ms),
 							   NULL);
@@ -332,7 +332,7 @@ queen_shard_run_consume_batch(void)
 		int			n = b->n;
 
 		queen_shard_consume_discard();
-		pg_atomic_fetch_add_u64(&queen_broker->metrics.consume_shared_failed, 1);
+		queen_count(QUEEN_COUNT_CONSUME_SHARED_FAILED, 1);
 		for (i = 0; i < n; i++)
 			controls[i] = b->txs[i].c;
 		MemoryContextSwitchTo(old);

@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "shard_groups.h"
+#include "codec.h"
 
 #include "common/hashfn.h"
 #include "utils/hsearch.h"

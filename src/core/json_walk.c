@@ -1,0 +1,273 @@
+/*-------------------------------------------------------------------------
+ *
+ * json_walk.c
+ *	  PostgreSQL's JSON lexer, as every parser here runs it
+ *	  (queen_json_walk), and the one walker the request bodies share
+ *	  (queen_json_shape): the keys of the root object, of one object nested
+ *	  under it and of each object of one array under it, captured by name.
+ *
+ * The bodies the doors read are shallow records: a configure body (root
+ * keys, and an "options" object), an ack (root keys) or an ack batch (a
+ * group, and an array of items), a lease extension ({"seconds": N}).  A
+ * parser says which keys it wants at which level and gets their values,
+ * as the body spelt them, with no tree built and nothing kept of the
+ * keys it did not ask for.  Callers keep away first what would make the
+ * lexer raise (bad UTF-8, nesting deep enough to exhaust the stack).
+ *
+ * The push body (push_body.c) and a payload's checks (validate.c) and
+ * jsonb (read.c) walk the lexer themselves: they stream items with their
+ * payloads' raw bytes, or look at every value, not at named keys.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "queen.h"
+#include "json_walk.h"
+
+#include "mb/pg_wchar.h"
+
+/*
+ * Run PostgreSQL's JSON parser over UTF-8 text with sem's callbacks,
+ * escapes on (so \u0000, which jsonb cannot store, is an error).  Returns
+ * NULL, or the parser's description of the first error.  Callers check the
+ * encoding first: the lexer does not.
+ */
+char *
+queen_json_walk(const char *text, size_t len, JsonSemAction *sem)
+{
+	JsonLexContext *lex = makeJsonLexContextCstringLen(unconstify(char *, text), (int) len,
+													   PG_UTF8, true);
+	JsonParseErrorType result = pg_parse_json(lex, sem);
+
+	if (result == JSON_SUCCESS)
+		return NULL;
+	return json_errdetail(result, lex);
+}
+
+/* What a token is, for a message: "a string", "an object". */
+const char *
+queen_json_kind(JsonTokenType type)
+{
+	switch (type)
+	{
+		case JSON_TOKEN_STRING:
+			return "a string";
+		case JSON_TOKEN_NUMBER:
+			return "a number";
+		case JSON_TOKEN_TRUE:
+		case JSON_TOKEN_FALSE:
+			return "a boolean";
+		case JSON_TOKEN_NULL:
+			return "null";
+		case JSON_TOKEN_OBJECT_START:
+			return "an object";
+		case JSON_TOKEN_ARRAY_START:
+			return "an array";
+		default:
+			return "an unexpected value";
+	}
+}
+
+/* ----------------------------------------------------------------
+ *		The shape walker
+ * ----------------------------------------------------------------
+ */
+
+typedef struct QueenShapeWalk
+{
+	QueenJsonShape *shape;
+	int			depth;			/* containers open around the parser */
+	bool		in_nested;		/* inside the nested object (depth 2) */
+	bool		in_array;		/* inside the array (depth 2) */
+	bool		in_element;		/* inside one of its objects (depth 3) */
+	int			nelements;
+	QueenJsonValue *pending;	/* where the next value goes, or NULL */
+	int			pending_key;	/* its index, at the root */
+	int			pending_depth;
+} QueenShapeWalk;
+
+static QueenJsonValue *
+queen_shape_slot(const QueenJsonKeys *keys, const char *name)
+{
+	int			i;
+
+	for (i = 0; i < keys->nnames; i++)
+		if (strcmp(name, keys->names[i]) == 0)
+			return &keys->values[i];
+	return NULL;
+}
+
+static void
+queen_shape_record(QueenShapeWalk *w, JsonTokenType type, char *str)
+{
+	w->pending->type = type;
+	w->pending->str = str;
+	w->pending->len = str != NULL ? strlen(str) : 0;
+	w->pending = NULL;
+}
+
+static void
+queen_shape_clear(QueenJsonKeys *keys, bool free_strings)
+{
+	int			i;
+
+	for (i = 0; i < keys->nnames; i++)
+	{
+		if (free_strings && keys->values[i].str != NULL)
+			pfree(keys->values[i].str);
+		memset(&keys->values[i], 0, sizeof(QueenJsonValue));
+	}
+}
+
+/* An element of the array ended (or, not being an object, was all there was). */
+static void
+queen_shape_element_end(QueenShapeWalk *w, bool object)
+{
+	QueenJsonShape *s = w->shape;
+	bool		keep = s->element_end(s->arg, w->nelements++, object);
+
+	queen_shape_clear(&s->element, !keep);
+}
+
+static void
+queen_shape_field_start(void *state, char *fname, bool isnull)
+{
+	QueenShapeWalk *w = (QueenShapeWalk *) state;
+	QueenJsonShape *s = w->shape;
+
+	(void) isnull;
+	w->pending = NULL;
+	w->pending_key = -1;
+	if (w->depth == 1)
+	{
+		w->pending = queen_shape_slot(&s->top, fname);
+		if (w->pending != NULL)
+			w->pending_key = (int) (w->pending - s->top.values);
+	}
+	else if (w->depth == 2 && w->in_nested)
+		w->pending = queen_shape_slot(&s->inner, fname);
+	else if (w->depth == 3 && w->in_element)
+		w->pending = queen_shape_slot(&s->element, fname);
+	w->pending_depth = w->depth;
+}
+
+static void
+queen_shape_field_end(void *state, char *fname, bool isnull)
+{
+	QueenShapeWalk *w = (QueenShapeWalk *) state;
+
+	(void) isnull;
+	if (w->depth == w->pending_depth)
+		w->pending = NULL;
+	pfree(fname);
+}
+
+/* A container opens: the root, a captured key's value, or an element. */
+static void
+queen_shape_open(QueenShapeWalk *w, JsonTokenType kind)
+{
+	QueenJsonShape *s = w->shape;
+
+	if (w->depth == 0)
+		s->root_object = kind == JSON_TOKEN_OBJECT_START;
+	else if (w->depth == 2 && w->in_array)
+	{
+		if (kind == JSON_TOKEN_OBJECT_START)
+			w->in_element = true;
+		else
+			queen_shape_element_end(w, false);
+	}
+	else if (w->pending != NULL && w->depth == w->pending_depth)
+	{
+		if (w->depth == 1 && w->pending_key == s->nested && kind == JSON_TOKEN_OBJECT_START)
+		{
+			queen_shape_clear(&s->inner, false);
+			w->in_nested = true;
+		}
+		else if (w->depth == 1 && w->pending_key == s->array && kind == JSON_TOKEN_ARRAY_START)
+		{
+			w->in_array = true;
+			w->nelements = 0;
+			if (s->array_begin != NULL)
+				s->array_begin(s->arg);
+		}
+		queen_shape_record(w, kind, NULL);
+	}
+	w->depth++;
+}
+
+static void
+queen_shape_object_start(void *state)
+{
+	queen_shape_open((QueenShapeWalk *) state, JSON_TOKEN_OBJECT_START);
+}
+
+static void
+queen_shape_array_start(void *state)
+{
+	queen_shape_open((QueenShapeWalk *) state, JSON_TOKEN_ARRAY_START);
+}
+
+static void
+queen_shape_close(void *state)
+{
+	QueenShapeWalk *w = (QueenShapeWalk *) state;
+
+	w->depth--;
+	if (w->depth == 2 && w->in_element)
+	{
+		w->in_element = false;
+		queen_shape_element_end(w, true);
+	}
+	else if (w->depth == 1)
+		w->in_nested = w->in_array = false;
+}
+
+static void
+queen_shape_scalar(void *state, char *token, JsonTokenType type)
+{
+	QueenShapeWalk *w = (QueenShapeWalk *) state;
+
+	if (w->depth == 2 && w->in_array)
+	{
+		queen_shape_element_end(w, false);
+		if (token != NULL)
+			pfree(token);
+	}
+	else if (w->pending != NULL && w->depth == w->pending_depth)
+		queen_shape_record(w, type, token);
+	else if (token != NULL)
+		pfree(token);
+}
+
+/*
+ * Walk text (UTF-8, shallow enough for the lexer: the caller checked) and
+ * fill the shape's values.  NULL, or the lexer's description of the first
+ * error; shape->root_object says whether the root was an object.
+ */
+char *
+queen_json_shape(const char *text, size_t len, QueenJsonShape *shape)
+{
+	QueenShapeWalk w;
+	JsonSemAction sem;
+
+	memset(&w, 0, sizeof(w));
+	w.shape = shape;
+	shape->root_object = false;
+	queen_shape_clear(&shape->top, false);
+	if (shape->inner.nnames > 0)
+		queen_shape_clear(&shape->inner, false);
+	if (shape->element.nnames > 0)
+		queen_shape_clear(&shape->element, false);
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &w;
+	sem.object_start = queen_shape_object_start;
+	sem.object_end = queen_shape_close;
+	sem.array_start = queen_shape_array_start;
+	sem.array_end = queen_shape_close;
+	sem.object_field_start = queen_shape_field_start;
+	sem.object_field_end = queen_shape_field_end;
+	sem.scalar = queen_shape_scalar;
+	return queen_json_walk(text, len, &sem);
+}

@@ -1,0 +1,60 @@
+/*-------------------------------------------------------------------------
+ *
+ * json_walk.h
+ *	  One walker over PostgreSQL's JSON lexer for the request bodies the
+ *	  doors read (json_walk.c): the keys of the root object, of one nested
+ *	  object, and of each object of one array, captured by name, with no
+ *	  tree built.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef QUEEN_JSON_WALK_H
+#define QUEEN_JSON_WALK_H
+
+#include "common/jsonapi.h"
+
+/*
+ * A value as the body spelt it: absent (JSON_TOKEN_INVALID, the zero), a
+ * scalar with its token (a string de-escaped), or a container, kept only
+ * as its kind (JSON_TOKEN_OBJECT_START or JSON_TOKEN_ARRAY_START).  The
+ * last of duplicate keys wins, as in jsonb.
+ */
+typedef struct QueenJsonValue
+{
+	JsonTokenType type;
+	char	   *str;
+	size_t		len;
+} QueenJsonValue;
+
+/* The keys captured at one level, and their values once walked. */
+typedef struct QueenJsonKeys
+{
+	const char *const *names;
+	int			nnames;
+	QueenJsonValue *values;		/* nnames slots */
+} QueenJsonKeys;
+
+typedef struct QueenJsonShape
+{
+	QueenJsonKeys top;			/* the root object's keys */
+	int			nested;			/* a top key whose object's keys go to inner; -1 */
+	QueenJsonKeys inner;		/* a later such object replaces an earlier whole */
+	int			array;			/* a top key whose array holds elements; -1 */
+	QueenJsonKeys element;		/* an element object's keys, cleared for each */
+	void		(*array_begin) (void *arg); /* such an array opens */
+
+	/*
+	 * After each element of that array (object false: it is not an object).
+	 * True keeps what was captured (the callback took the pointers); false
+	 * frees it, so a body whose items are refused costs no memory.
+	 */
+	bool		(*element_end) (void *arg, int index, bool object);
+	void	   *arg;
+	bool		root_object;	/* out: the root is an object */
+} QueenJsonShape;
+
+extern char *queen_json_walk(const char *text, size_t len, JsonSemAction *sem);
+extern char *queen_json_shape(const char *text, size_t len, QueenJsonShape *shape);
+extern const char *queen_json_kind(JsonTokenType type);
+
+#endif							/* QUEEN_JSON_WALK_H */
