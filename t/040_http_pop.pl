@@ -34,7 +34,7 @@ my ($s, $res, $raw, $headers) = pop($port, '/api/v1/pop/queue/pop.q/partition/p1
 is($s, 200, 'a pop of the partition answers 200');
 is_deeply([ sort keys %$res ],
 	[ sort qw(success queue partition partitionId leaseId consumerGroup messages partitionsClaimed) ],
-	'the top level has exactly the keys of reference 4.5');
+	"the top level has exactly the keys of Queen's pop answer");
 is($res->{success}, JSON::PP::true, 'success true');
 is($res->{queue}, 'pop.q', 'queue');
 is($res->{partition}, 'p1', 'partition');
@@ -46,7 +46,7 @@ is(scalar @{ $res->{messages} }, 7, 'every message delivered');
 my $m0 = $res->{messages}[0];
 is_deeply([ sort keys %$m0 ],
 	[ sort qw(id transactionId traceId data producerSub createdAt partitionId partition leaseId consumerGroup deliveryAttempt) ],
-	'a message has exactly the keys of reference 4.5');
+	"a message has exactly the keys of Queen's pop answer");
 is_deeply([ map { $_->{id} } @{ $res->{messages} } ], [ map { $_->{message_id} } @$pushed ],
 	'message ids are the pushed ones, in offset order');
 is_deeply([ map { $_->{transactionId} } @{ $res->{messages} } ], [ map { "t$_" } 0 .. 6 ],

@@ -31,7 +31,7 @@ is($status, 200, 'POST /api/v1/ack answers 200');
 is(ref $res, 'ARRAY', 'with a top-level array');
 is_deeply([ sort keys %{ $res->[0] } ],
 	[ sort qw(index transactionId success error leaseReleased dlq noop) ],
-	'an item has exactly the keys of reference 5.1');
+	"an item has exactly the keys of Queen's ack answer");
 is_deeply($res->[0],
 	{ index => 0, transactionId => 'a1', success => JSON::PP::true, error => undef,
 	  leaseReleased => JSON::PP::false, dlq => JSON::PP::false, noop => JSON::PP::false },
@@ -100,7 +100,7 @@ my $d = $res->{messages}[0];
 is_deeply([ sort keys %$d ],
 	[ sort qw(id messageId partitionId transactionId consumerGroup errorMessage retryCount
 		  originalCreatedAt movedToDlqAt queueName namespace task partitionName data) ],
-	'a dead letter has every key of reference 8');
+	"a dead letter has every key of Queen's DLQ listing");
 like($d->{errorMessage}, qr/boom/, 'with the error text of the nack');
 is($d->{transactionId}, 'poison', 'its transactionId');
 is($d->{consumerGroup}, 'workers', 'its group');
@@ -127,7 +127,7 @@ my $ext = "/api/v1/lease/$pop->{leaseId}/extend";
 is($status, 200, 'an extension answers 200');
 is_deeply([ sort keys %$res ],
 	[ sort qw(leaseId success renewed newExpiresAt expiresAt lease_expires_at) ],
-	'with the keys of reference 5.5');
+	"with the keys of Queen's lease extension");
 is($res->{renewed}, 1, 'one partition renewed');
 ok($res->{success}, 'success');
 is($res->{expiresAt}, $res->{newExpiresAt}, 'expiresAt repeats newExpiresAt');

@@ -7,9 +7,11 @@
  * Integers are native-endian (both ends are processes of one server).  A
  * decoder never reads past a message: one shorter than its fields say
  * marks the reader bad, and the caller drops it.  Decoded strings point
- * into the message, which must outlive them.  A new message type is a
- * struct in wire.h and a pair here; a new control operation's arguments
- * are a layout in its row (ops.c), not code here.
+ * into the message, which must outlive them.  Every message's fields, and
+ * every control operation's arguments, are a layout (a list of fields by
+ * kind and offset) written and read by one pair of walkers: a new message
+ * type is a struct in wire.h and its layout here, a new operation's
+ * arguments a layout in its row (ops.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -145,74 +147,62 @@ queen_wire_get_head(QueenMsgReader *r, StringInfo msg, uint64 *request)
 }
 
 /*
- * PUSH (listener -> shard): u8 type, u64 request, u32 group, 16-byte
- * tenant, u16 queue length, queue, u16 partition length, partition, u32
- * frame count, then the frames packed exactly as stored (docs/FORMAT.md),
- * which the caller appends.
- */
-void
-queen_wire_put_push(StringInfo msg, const QueenWirePush *m)
-{
-	queen_wire_put_head(msg, QUEEN_MSG_PUSH, m->request);
-	queen_msg_put_u32(msg, m->group);
-	queen_msg_put(msg, m->tenant, UUID_LEN);
-	queen_msg_put_u16(msg, m->queue_len);
-	queen_msg_put(msg, m->queue, m->queue_len);
-	queen_msg_put_u16(msg, m->partition_len);
-	queen_msg_put(msg, m->partition, m->partition_len);
-	queen_msg_put_u32(msg, m->nframes);
-}
-
-/* After the head; the reader is left at the frames. */
-bool
-queen_wire_get_push(QueenMsgReader *r, QueenWirePush *m)
-{
-	m->group = queen_msg_get_u32(r);
-	m->tenant = queen_msg_get(r, UUID_LEN);
-	m->queue_len = queen_msg_get_u16(r);
-	m->queue = queen_msg_get(r, m->queue_len);
-	m->partition_len = queen_msg_get_u16(r);
-	m->partition = queen_msg_get(r, m->partition_len);
-	m->nframes = queen_msg_get_u32(r);
-	return !r->bad;
-}
-
-/*
- * CONTROL (listener -> shard): u8 type, u64 request, u8 op, 16-byte
- * tenant, u32 argument length, argument.
- */
-void
-queen_wire_put_control(StringInfo msg, const QueenWireControl *m)
-{
-	queen_wire_put_head(msg, QUEEN_MSG_CONTROL, m->request);
-	queen_msg_put_u8(msg, m->op);
-	queen_msg_put(msg, m->tenant, UUID_LEN);
-	queen_msg_put_u32(msg, m->arglen);
-	queen_msg_put(msg, m->arg, m->arglen);
-}
-
-bool
-queen_wire_get_control(QueenMsgReader *r, QueenWireControl *m)
-{
-	m->op = queen_msg_get_u8(r);
-	m->tenant = queen_msg_get(r, UUID_LEN);
-	m->arglen = queen_msg_get_u32(r);
-	m->arg = queen_msg_get(r, m->arglen);
-	return !r->bad;
-}
-
-/*
- * VERDICT (shard -> listener): u8 type, u64 request, u32 group, u8 group
- * outcome, u32 frame count, then per frame u8 status + 16-byte message id
+ * The messages after their head (u8 type, u64 request):
+ *
+ * PUSH (listener -> shard): u32 group, 16-byte tenant, queue, partition,
+ * u32 frame count, then the frames packed exactly as stored
+ * (docs/FORMAT.md), which the caller appends.
+ * CONTROL (listener -> shard): u8 op, 16-byte tenant, the argument.
+ * VERDICT (shard -> listener): u32 group, u8 group outcome, u32 frame
+ * count, then per frame u8 status and 16-byte message id
  * (queen_wire_put_verdict_frame, nframes times).
+ * REPLY (shard -> listener): u16 HTTP status, the body.
  */
+static const QueenWireField queen_push_fields[] = {
+	QUEEN_WIRE_FIELD(QueenWirePush, group, QUEEN_WIRE_U32),
+	QUEEN_WIRE_FIELD(QueenWirePush, tenant, QUEEN_WIRE_UUID),
+	QUEEN_WIRE_FIELD(QueenWirePush, queue, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenWirePush, partition, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenWirePush, nframes, QUEEN_WIRE_U32),
+};
+
+static const QueenWireField queen_control_fields[] = {
+	QUEEN_WIRE_FIELD(QueenWireControl, op, QUEEN_WIRE_U8),
+	QUEEN_WIRE_FIELD(QueenWireControl, tenant, QUEEN_WIRE_UUID),
+	QUEEN_WIRE_FIELD(QueenWireControl, arg, QUEEN_WIRE_TEXT),
+};
+
+static const QueenWireField queen_verdict_fields[] = {
+	QUEEN_WIRE_FIELD(QueenWireVerdict, group, QUEEN_WIRE_U32),
+	QUEEN_WIRE_FIELD(QueenWireVerdict, outcome, QUEEN_WIRE_U8),
+	QUEEN_WIRE_FIELD(QueenWireVerdict, nframes, QUEEN_WIRE_U32),
+};
+
+static const QueenWireField queen_reply_fields[] = {
+	QUEEN_WIRE_FIELD(QueenWireReply, status, QUEEN_WIRE_U16),
+	QUEEN_WIRE_FIELD(QueenWireReply, body, QUEEN_WIRE_TEXT),
+};
+
+static const QueenWireLayout queen_msg_layouts[] = {
+	[QUEEN_MSG_PUSH] = QUEEN_WIRE_LAYOUT(QueenWirePush, queen_push_fields),
+	[QUEEN_MSG_CONTROL] = QUEEN_WIRE_LAYOUT(QueenWireControl, queen_control_fields),
+	[QUEEN_MSG_VERDICT] = QUEEN_WIRE_LAYOUT(QueenWireVerdict, queen_verdict_fields),
+	[QUEEN_MSG_REPLY] = QUEEN_WIRE_LAYOUT(QueenWireReply, queen_reply_fields),
+};
+
+/* A message of type: its head from m's request (its first member), then its fields. */
 void
-queen_wire_put_verdict(StringInfo msg, const QueenWireVerdict *m)
+queen_wire_put(StringInfo msg, QueenMsgType type, const void *m)
 {
-	queen_wire_put_head(msg, QUEEN_MSG_VERDICT, m->request);
-	queen_msg_put_u32(msg, m->group);
-	queen_msg_put_u8(msg, m->outcome);
-	queen_msg_put_u32(msg, m->nframes);
+	queen_wire_put_head(msg, type, *(const uint64 *) m);
+	queen_wire_put_fields(msg, &queen_msg_layouts[type], m);
+}
+
+/* After the head (queen_wire_get_head): the reader is left at what follows. */
+bool
+queen_wire_get(QueenMsgReader *r, QueenMsgType type, void *m)
+{
+	return queen_wire_get_fields(r, &queen_msg_layouts[type], m);
 }
 
 void
@@ -222,40 +212,12 @@ queen_wire_put_verdict_frame(StringInfo msg, uint8 status, const pg_uuid_t *id)
 	queen_msg_put(msg, id->data, UUID_LEN);
 }
 
-bool
-queen_wire_get_verdict(QueenMsgReader *r, QueenWireVerdict *m)
-{
-	m->group = queen_msg_get_u32(r);
-	m->outcome = queen_msg_get_u8(r);
-	m->nframes = queen_msg_get_u32(r);
-	return !r->bad;
-}
-
 /* The next frame's status and message id (NULL when the message ran short). */
 bool
 queen_wire_get_verdict_frame(QueenMsgReader *r, uint8 *status, const char **id)
 {
 	*status = queen_msg_get_u8(r);
 	*id = queen_msg_get(r, UUID_LEN);
-	return !r->bad;
-}
-
-/* REPLY (shard -> listener): u8 type, u64 request, u16 HTTP status, u32 body length, body. */
-void
-queen_wire_put_reply(StringInfo msg, const QueenWireReply *m)
-{
-	queen_wire_put_head(msg, QUEEN_MSG_REPLY, m->request);
-	queen_msg_put_u16(msg, m->status);
-	queen_msg_put_u32(msg, m->len);
-	queen_msg_put(msg, m->body, m->len);
-}
-
-bool
-queen_wire_get_reply(QueenMsgReader *r, QueenWireReply *m)
-{
-	m->status = queen_msg_get_u16(r);
-	m->len = queen_msg_get_u32(r);
-	m->body = queen_msg_get(r, m->len);
 	return !r->bad;
 }
 
@@ -302,6 +264,12 @@ queen_wire_put_fields(StringInfo arg, const QueenWireLayout *layout, const void 
 			case QUEEN_WIRE_U8:
 				queen_msg_put_u8(arg, *(const uint8 *) f);
 				break;
+			case QUEEN_WIRE_U16:
+				queen_msg_put_u16(arg, *(const uint16 *) f);
+				break;
+			case QUEEN_WIRE_U32:
+				queen_msg_put_u32(arg, *(const uint32 *) f);
+				break;
 			case QUEEN_WIRE_I32:
 				queen_msg_put_u32(arg, (uint32) *(const int32 *) f);
 				break;
@@ -343,6 +311,12 @@ queen_wire_get_fields(QueenMsgReader *r, const QueenWireLayout *layout, void *m)
 				}
 			case QUEEN_WIRE_U8:
 				*(uint8 *) f = queen_msg_get_u8(r);
+				break;
+			case QUEEN_WIRE_U16:
+				*(uint16 *) f = queen_msg_get_u16(r);
+				break;
+			case QUEEN_WIRE_U32:
+				*(uint32 *) f = queen_msg_get_u32(r);
 				break;
 			case QUEEN_WIRE_I32:
 				*(int32 *) f = (int32) queen_msg_get_u32(r);

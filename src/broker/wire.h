@@ -48,16 +48,28 @@ typedef struct QueenMsgReader
 	bool		bad;
 } QueenMsgReader;
 
-/* One struct per message type; strings point into the message. */
+/*
+ * A text on the wire: a u32 length and bytes; length 0 means absent
+ * wherever an empty value means nothing.  Decoded, it points into the
+ * message.
+ */
+typedef struct QueenWireText
+{
+	const char *data;
+	uint32		len;
+} QueenWireText;
+
+/*
+ * One struct per message type, request first (every message's head is its
+ * type and request id); strings point into the message.
+ */
 typedef struct QueenWirePush
 {
 	uint64		request;
 	uint32		group;
 	const char *tenant;			/* UUID_LEN bytes */
-	const char *queue;
-	uint16		queue_len;
-	const char *partition;
-	uint16		partition_len;
+	QueenWireText queue;
+	QueenWireText partition;
 	uint32		nframes;		/* the frames follow */
 } QueenWirePush;
 
@@ -66,8 +78,7 @@ typedef struct QueenWireControl
 	uint64		request;
 	uint8		op;				/* QueenControlOp */
 	const char *tenant;			/* UUID_LEN bytes */
-	const char *arg;
-	uint32		arglen;
+	QueenWireText arg;
 } QueenWireControl;
 
 typedef struct QueenWireVerdict
@@ -82,27 +93,22 @@ typedef struct QueenWireReply
 {
 	uint64		request;
 	uint16		status;			/* HTTP */
-	const char *body;
-	uint32		len;
+	QueenWireText body;
 } QueenWireReply;
 
 /*
- * A control operation's arguments: a struct of these kinds of fields, and
- * its layout, the fields in the order they travel (ops.c states each one).
- * A text is a u32 length and bytes; length 0 means absent wherever an
- * empty value means nothing.  A uuid is a pointer to 16 bytes (NULL writes
- * zeros).
+ * A message's or a control operation's fields: a struct of these kinds,
+ * and its layout, the fields in the order they travel (wire.c states the
+ * messages', ops.c each operation's).  A uuid is a pointer to 16 bytes
+ * (NULL writes zeros).
  */
-typedef struct QueenWireText
-{
-	const char *data;
-	uint32		len;
-} QueenWireText;
 
 typedef enum QueenWireKind
 {
 	QUEEN_WIRE_TEXT,			/* QueenWireText */
 	QUEEN_WIRE_U8,				/* uint8 */
+	QUEEN_WIRE_U16,				/* uint16 */
+	QUEEN_WIRE_U32,				/* uint32 */
 	QUEEN_WIRE_I32,				/* int32 */
 	QUEEN_WIRE_I64,				/* int64 */
 	QUEEN_WIRE_UUID				/* const char *, UUID_LEN bytes */
@@ -130,16 +136,10 @@ typedef struct QueenWireLayout
 
 extern StringInfo queen_wire_new(MemoryContext cxt);
 extern uint8 queen_wire_get_head(QueenMsgReader *r, StringInfo msg, uint64 *request);
-extern void queen_wire_put_push(StringInfo msg, const QueenWirePush *m);
-extern bool queen_wire_get_push(QueenMsgReader *r, QueenWirePush *m);
-extern void queen_wire_put_control(StringInfo msg, const QueenWireControl *m);
-extern bool queen_wire_get_control(QueenMsgReader *r, QueenWireControl *m);
-extern void queen_wire_put_verdict(StringInfo msg, const QueenWireVerdict *m);
+extern void queen_wire_put(StringInfo msg, QueenMsgType type, const void *m);
+extern bool queen_wire_get(QueenMsgReader *r, QueenMsgType type, void *m);
 extern void queen_wire_put_verdict_frame(StringInfo msg, uint8 status, const pg_uuid_t *id);
-extern bool queen_wire_get_verdict(QueenMsgReader *r, QueenWireVerdict *m);
 extern bool queen_wire_get_verdict_frame(QueenMsgReader *r, uint8 *status, const char **id);
-extern void queen_wire_put_reply(StringInfo msg, const QueenWireReply *m);
-extern bool queen_wire_get_reply(QueenMsgReader *r, QueenWireReply *m);
 
 extern void queen_wire_reader(QueenMsgReader *r, const char *data, Size len);
 extern void queen_wire_put_fields(StringInfo arg, const QueenWireLayout *layout, const void *m);

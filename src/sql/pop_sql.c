@@ -261,30 +261,47 @@ queen_pop_rows(FunctionCallInfo fcinfo, QueenPopRequest *req)
 }
 
 /*
+ * Both entry points take two names first (queue and partition, or
+ * namespace and task) and the same options after them.
+ */
+static Datum
+queen_pop_entry(FunctionCallInfo fcinfo, bool discover)
+{
+	QueenPopRequest req;
+	char	   *first;
+	char	   *second;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (!discover && PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("queue must not be NULL")));
+	first = queen_pop_text_arg(fcinfo, 0);
+	second = queen_pop_text_arg(fcinfo, 1);
+	if (discover && first == NULL && second == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("namespace or task is required")));
+	if (!discover)
+		queen_check_queue_name(first, strlen(first));
+	if (!discover && second != NULL)
+		queen_check_partition_name(second, strlen(second));
+	queen_pop_options(fcinfo, &req);
+	req.queue = discover ? NULL : first;
+	req.partition = discover ? NULL : second;
+	req.namespace_name = discover ? first : NULL;
+	req.task = discover ? second : NULL;
+	return queen_pop_rows(fcinfo, &req);
+}
+
+/*
  * queen.pop(queue, partition, consumer_group, batch, lease_seconds, auto_ack,
  *			 max_partitions, subscription_mode, subscription_from, wait)
  */
 Datum
 queen_pop_sql(PG_FUNCTION_ARGS)
 {
-	QueenPopRequest req;
-	char	   *queue;
-	char	   *partition;
-
-	InitMaterializedSRF(fcinfo, 0);
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("queue must not be NULL")));
-	queue = queen_pop_text_arg(fcinfo, 0);
-	queen_check_queue_name(queue, strlen(queue));
-	partition = queen_pop_text_arg(fcinfo, 1);
-	if (partition != NULL)
-		queen_check_partition_name(partition, strlen(partition));
-	queen_pop_options(fcinfo, &req);
-	req.queue = queue;
-	req.partition = partition;
-	return queen_pop_rows(fcinfo, &req);
+	return queen_pop_entry(fcinfo, false);
 }
 
 /*
@@ -295,21 +312,7 @@ queen_pop_sql(PG_FUNCTION_ARGS)
 Datum
 queen_pop_discover_sql(PG_FUNCTION_ARGS)
 {
-	QueenPopRequest req;
-	char	   *namespace_name;
-	char	   *task;
-
-	InitMaterializedSRF(fcinfo, 0);
-	namespace_name = queen_pop_text_arg(fcinfo, 0);
-	task = queen_pop_text_arg(fcinfo, 1);
-	if (namespace_name == NULL && task == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("namespace or task is required")));
-	queen_pop_options(fcinfo, &req);
-	req.namespace_name = namespace_name;
-	req.task = task;
-	return queen_pop_rows(fcinfo, &req);
+	return queen_pop_entry(fcinfo, true);
 }
 
 /*

@@ -72,9 +72,9 @@ queen_control_send(QueenPending *p, const char *arg, Size arglen)
 {
 	StringInfo	msg = queen_listener_message_new();
 	QueenWireControl m = {p->id, p->op, (const char *) queen_listener_tenant.data,
-	arg, (uint32) arglen};
+	{arg, (uint32) arglen}};
 
-	queen_wire_put_control(msg, &m);
+	queen_wire_put(msg, QUEEN_MSG_CONTROL, &m);
 	queen_listener_send(p->shard, msg);
 }
 

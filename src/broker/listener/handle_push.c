@@ -236,11 +236,11 @@ queen_push_send_group(QueenPushRequest *r, uint64 id, int group)
 		enlargeStringInfo(msg, (int) need);
 	{
 		QueenWirePush m = {id, (uint32) group, (const char *) queen_listener_tenant.data,
-			first->queue, (uint16) first->queue_len,
-			first->partition, (uint16) first->partition_len,
+			{first->queue, (uint32) first->queue_len},
+			{first->partition, (uint32) first->partition_len},
 		(uint32) g->nitems};
 
-		queen_wire_put_push(msg, &m);
+		queen_wire_put(msg, QUEEN_MSG_PUSH, &m);
 	}
 	queen_push_group_frames(msg, r, g);
 	queen_listener_send(g->shard, msg);

@@ -172,7 +172,7 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 	QueenReqGroup *g;
 	uint32		k;
 
-	if (!queen_wire_get_verdict(m, &v) || v.group >= (uint32) r->ngroups)
+	if (!queen_wire_get(m, QUEEN_MSG_VERDICT, &v) || v.group >= (uint32) r->ngroups)
 	{
 		elog(LOG, "queen listener %d: dropped a malformed verdict", queen_listener_index);
 		return;
@@ -441,7 +441,7 @@ queen_take_reply(QueenPending *p, QueenMsgReader *m)
 {
 	QueenWireReply reply;
 
-	if (!queen_wire_get_reply(m, &reply) || reply.status < 100 || reply.status > 599)
+	if (!queen_wire_get(m, QUEEN_MSG_REPLY, &reply) || reply.status < 100 || reply.status > 599)
 	{
 		if (p->kind == QUEEN_PENDING_POP)
 			queen_pop_abandoned(p->wait);
@@ -450,10 +450,10 @@ queen_take_reply(QueenPending *p, QueenMsgReader *m)
 	}
 	if (p->kind == QUEEN_PENDING_POP)
 	{
-		queen_pop_reply(p, reply.status, reply.body, reply.len);
+		queen_pop_reply(p, reply.status, reply.body.data, reply.body.len);
 		return;
 	}
-	queen_http_respond(p->http, reply.status, "application/json", reply.body, reply.len,
+	queen_http_respond(p->http, reply.status, "application/json", reply.body.data, reply.body.len,
 					   queen_reply_headers(reply.status));
 }
 

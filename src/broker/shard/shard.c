@@ -106,8 +106,8 @@ queen_shard_take_push(int listener, StringInfo raw)
 	QueenShardGroup *g = NULL;
 
 	(void) queen_wire_get_head(&r, raw, &m.request);
-	if (!queen_wire_get_push(&r, &m) || m.queue_len == 0 || m.partition_len == 0 ||
-		m.queue_len > QUEEN_MAX_NAME_BYTES || m.partition_len > QUEEN_MAX_NAME_BYTES ||
+	if (!queen_wire_get(&r, QUEEN_MSG_PUSH, &m) || m.queue.len == 0 || m.partition.len == 0 ||
+		m.queue.len > QUEEN_MAX_NAME_BYTES || m.partition.len > QUEEN_MAX_NAME_BYTES ||
 		m.nframes == 0)
 	{
 		elog(LOG, "queen shard %d: dropped a malformed submission", queen_shard_index);
@@ -127,8 +127,9 @@ queen_shard_take_push(int listener, StringInfo raw)
 		marks = NULL;
 	else
 	{
-		g = queen_group_lookup((const pg_uuid_t *) m.tenant, m.queue, m.queue_len,
-							   m.partition, m.partition_len);
+		g = queen_group_lookup((const pg_uuid_t *) m.tenant, m.queue.data,
+							   (uint16) m.queue.len, m.partition.data,
+							   (uint16) m.partition.len);
 		marks = queen_group_marks_room(g, (int) m.nframes);
 	}
 	if (marks == NULL ||

@@ -78,7 +78,7 @@ queen_verdict_new(uint64 request, uint32 group, QueenGroupOutcome outcome, uint3
 	StringInfo	msg = queen_wire_new(queen_answer_cxt);
 	QueenWireVerdict v = {request, group, (uint8) outcome, nframes};
 
-	queen_wire_put_verdict(msg, &v);
+	queen_wire_put(msg, QUEEN_MSG_VERDICT, &v);
 	return msg;
 }
 
@@ -93,8 +93,8 @@ void
 queen_answer_reply(int listener, uint64 request, int status, const char *body, Size len)
 {
 	StringInfo	msg = queen_wire_new(queen_answer_cxt);
-	QueenWireReply m = {request, (uint16) status, body, (uint32) len};
+	QueenWireReply m = {request, (uint16) status, {body, (uint32) len}};
 
-	queen_wire_put_reply(msg, &m);
+	queen_wire_put(msg, QUEEN_MSG_REPLY, &m);
 	queen_answer_send(listener, msg);
 }

@@ -58,7 +58,7 @@ queen_shard_take_control(int listener, StringInfo raw)
 	MemoryContext old;
 
 	(void) queen_wire_get_head(&r, raw, &m.request);
-	if (!queen_wire_get_control(&r, &m))
+	if (!queen_wire_get(&r, QUEEN_MSG_CONTROL, &m))
 	{
 		elog(LOG, "queen %s: dropped a malformed control request", queen_control_who);
 		return;
@@ -67,9 +67,9 @@ queen_shard_take_control(int listener, StringInfo raw)
 	c = palloc0(sizeof(QueenControl));
 	c->listener = listener;
 	c->request = m.request;
-	c->arg = palloc(m.arglen + 1);
-	memcpy(c->arg, m.arg, m.arglen);
-	c->arg[m.arglen] = '\0';
+	c->arg = palloc(m.arg.len + 1);
+	memcpy(c->arg, m.arg.data, m.arg.len);
+	c->arg[m.arg.len] = '\0';
 	c->call.op = m.op;
 	memcpy(c->call.tenant.data, m.tenant, UUID_LEN);
 	c->def = queen_control_op(m.op);
@@ -77,7 +77,7 @@ queen_shard_take_control(int listener, StringInfo raw)
 	{
 		void	   *args = palloc0(Max(c->def->args.size, 1));
 
-		queen_wire_reader(&c->call.items, c->arg, m.arglen);
+		queen_wire_reader(&c->call.items, c->arg, m.arg.len);
 		if (queen_control_get_args(&c->call.items, m.op, args))
 			c->call.args = args;
 		else
