@@ -18,15 +18,13 @@
 #include "drain.h"
 #include "codec.h"
 #include "bundle.h"
-#include "spi.h"
+#include "drained.h"
 #include "spool.h"
 #include "worker.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
 #include "utils/builtins.h"
@@ -155,26 +153,6 @@ queen_error_database_down(int sqlerrcode)
 		sqlerrcode == ERRCODE_UNDEFINED_TABLE || sqlerrcode == ERRCODE_UNDEFINED_FUNCTION;
 }
 
-/* Run one statement of the drain's bookkeeping; returns the rows processed. */
-static uint64
-queen_drain_sql(const char *sql, const char *file, int64 items)
-{
-	Oid			types[2] = {TEXTOID, INT8OID};
-	Datum		values[2];
-	int			rc;
-	uint64		rows;
-
-	values[0] = CStringGetTextDatum(file);
-	values[1] = Int64GetDatum(items);
-	queen_spi_connect();
-	rc = SPI_execute_with_args(sql, 2, types, values, NULL, false, 0);
-	if (rc < 0)
-		elog(ERROR, "queen: drain bookkeeping failed: %s", SPI_result_code_string(rc));
-	rows = SPI_processed;		/* SPI_finish restores the caller's count */
-	SPI_finish();
-	return rows;
-}
-
 /* Put a file aside under failed/ (moved whole) and say why. */
 static void
 queen_drain_quarantine_file(const char *name, const char *why)
@@ -263,17 +241,13 @@ queen_drain_tx_body(void *arg)
 	int			i,
 				k;
 
-	if (tx->check_parts &&
-		queen_drain_sql("SELECT 1 FROM queen.spool_drained WHERE starts_with(file, $1 || '#') LIMIT 1",
-						key, 0) > 0)
+	if (tx->check_parts && queen_drained_parts_exist(key))
 	{
 		tx->has_units = true;
 		return;
 	}
-	/* the record first: a key committed before inserts nothing */
-	tx->already = queen_drain_sql("INSERT INTO queen.spool_drained (file, items) VALUES ($1, $2)"
-								  " ON CONFLICT (file) DO NOTHING",
-								  key, tx->items) == 0;
+	/* the record first: a key committed before is work committed before */
+	tx->already = !queen_drained_record(key, tx->items);
 	if (!tx->already && tx->n > 0)
 	{
 		queen_bundle_push(tx->bgs, tx->n);
@@ -297,13 +271,10 @@ queen_drain_tx_body(void *arg)
 		}
 	}
 	if (tx->finish)
-		(void) queen_drain_sql("DELETE FROM queen.spool_drained WHERE starts_with(file, $1 || '#')",
-							   key, 0);
+		queen_drained_forget_parts(key);
 	/* parts' keys stay while their file does: they are its progress */
 	if ((tx->check_parts || tx->finish) && !tx->already)
-		(void) queen_drain_sql("DELETE FROM queen.spool_drained WHERE drained_at < now() - interval '1 day'"
-							   " AND strpos(file, '#') = 0",
-							   key, 0);
+		queen_drained_expire();
 }
 
 /*
