@@ -271,3 +271,27 @@ queen_json_shape(const char *text, size_t len, QueenJsonShape *shape)
 	sem.scalar = queen_shape_scalar;
 	return queen_json_walk(text, len, &sem);
 }
+
+/*
+ * The one key a body is read for ({"seconds": N}, {"enabled": true}):
+ * NULL and its value (absent: JSON_TOKEN_INVALID), or why the body is not
+ * a JSON object.
+ */
+char *
+queen_json_key(const char *text, size_t len, const char *name, QueenJsonValue *value)
+{
+	QueenJsonShape shape;
+	char	   *problem;
+
+	memset(&shape, 0, sizeof(shape));
+	shape.top.names = &name;
+	shape.top.nnames = 1;
+	shape.top.values = value;
+	shape.nested = shape.array = -1;
+	problem = queen_json_shape(text, len, &shape);
+	if (problem != NULL)
+		return psprintf("invalid JSON: %s", problem);
+	if (!shape.root_object)
+		return pstrdup("body must be a JSON object");
+	return NULL;
+}

@@ -55,6 +55,8 @@ typedef struct QueenJsonShape
 
 extern char *queen_json_walk(const char *text, size_t len, JsonSemAction *sem);
 extern char *queen_json_shape(const char *text, size_t len, QueenJsonShape *shape);
+extern char *queen_json_key(const char *text, size_t len, const char *name,
+						   QueenJsonValue *value);
 extern const char *queen_json_kind(JsonTokenType type);
 
 #endif							/* QUEEN_JSON_WALK_H */

@@ -408,9 +408,7 @@ queen_parse_ack_body(const char *body, size_t len, bool batch, int max_items, in
 const char *
 queen_parse_seconds_body(const char *body, size_t len, int32 *seconds)
 {
-	static const char *const names[] = {"seconds"};
 	QueenJsonValue value;
-	QueenJsonShape shape;
 	char	   *problem;
 	size_t		i;
 	char	   *end;
@@ -424,16 +422,9 @@ queen_parse_seconds_body(const char *body, size_t len, int32 *seconds)
 	problem = queen_body_problem(body, len);
 	if (problem != NULL)
 		return problem;
-	memset(&shape, 0, sizeof(shape));
-	shape.top.names = names;
-	shape.top.nnames = 1;
-	shape.top.values = &value;
-	shape.nested = shape.array = -1;
-	problem = queen_json_shape(body, len, &shape);
+	problem = queen_json_key(body, len, "seconds", &value);
 	if (problem != NULL)
-		return psprintf("invalid JSON: %s", problem);
-	if (!shape.root_object)
-		return "body must be a JSON object";
+		return problem;
 	if (value.type == JSON_TOKEN_INVALID || value.type == JSON_TOKEN_NULL)
 		return NULL;
 	if (value.type != JSON_TOKEN_NUMBER)

@@ -30,6 +30,7 @@
 #include "postgres.h"
 
 #include "push_body.h"
+#include "json_walk.h"
 #include "validate.h"
 #include "codec.h"
 
@@ -610,43 +611,6 @@ queen_parse_push_body(const char *body, size_t len, int max_items,
 	return NULL;
 }
 
-/* What queen_parse_enabled_body's actions saw. */
-typedef struct QueenEnabledState
-{
-	JsonLexContext *lex;
-	bool		in_enabled;		/* the top object's "enabled" value is next */
-	int			seen;			/* -1 not there or not a boolean, 0 false, 1 true */
-} QueenEnabledState;
-
-static void
-queen_enabled_field_start(void *state, char *fname, bool isnull)
-{
-	QueenEnabledState *st = (QueenEnabledState *) state;
-
-	(void) isnull;
-	st->in_enabled = st->lex->lex_level == 1 && strcmp(fname, "enabled") == 0;
-	if (st->in_enabled)
-		st->seen = -1;			/* the last "enabled" wins, as in jsonb */
-	pfree(fname);
-}
-
-static void
-queen_enabled_scalar(void *state, char *token, JsonTokenType type)
-{
-	QueenEnabledState *st = (QueenEnabledState *) state;
-
-	if (st->in_enabled && st->lex->lex_level == 1)
-	{
-		if (type == JSON_TOKEN_TRUE)
-			st->seen = 1;
-		else if (type == JSON_TOKEN_FALSE)
-			st->seen = 0;
-		st->in_enabled = false;
-	}
-	if (token != NULL)
-		pfree(token);
-}
-
 /*
  * The body of POST /api/v1/system/maintenance: a JSON object whose
  * "enabled" is a boolean.  Returns false for anything else, with the
@@ -655,29 +619,13 @@ queen_enabled_scalar(void *state, char *token, JsonTokenType type)
 bool
 queen_parse_enabled_body(const char *body, size_t len, bool *enabled)
 {
-	QueenEnabledState st;
-	JsonSemAction sem;
-	JsonLexContext *lex;
-	JsonParseErrorType result;
+	QueenJsonValue value;
 
-	if (len > 65536 || queen_body_problem(body, len) != NULL)
+	if (len > 65536 || queen_body_problem(body, len) != NULL ||
+		queen_json_key(body, len, "enabled", &value) != NULL ||
+		(value.type != JSON_TOKEN_TRUE && value.type != JSON_TOKEN_FALSE))
 		return false;
-	memset(&st, 0, sizeof(st));
-	memset(&sem, 0, sizeof(sem));
-	st.seen = -1;
-	lex = makeJsonLexContextCstringLen(unconstify(char *, body), (int) len, PG_UTF8, true);
-	st.lex = lex;
-	sem.semstate = &st;
-	sem.object_field_start = queen_enabled_field_start;
-	sem.scalar = queen_enabled_scalar;
-	result = pg_parse_json(lex, &sem);
-	pfree(lex->strval->data);
-	pfree(lex->strval);
-	pfree(lex);
-	/* a top-level scalar or array never sets seen */
-	if (result != JSON_SUCCESS || st.seen < 0)
-		return false;
-	*enabled = st.seen == 1;
+	*enabled = value.type == JSON_TOKEN_TRUE;
 	return true;
 }
 
