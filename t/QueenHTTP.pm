@@ -59,9 +59,24 @@ sub start_broker
 	{
 		my $db = $opt{database} // 'postgres';
 		$node->safe_psql($db, 'CREATE EXTENSION queen');
-		wait_healthy($port, 60) or die "broker did not become healthy";
+		wait_healthy($port, 60) or die "broker did not become healthy: "
+		  . broker_state($node, $port);
 	}
 	return ($node, $port);
+}
+
+# What a broker that did not become healthy was doing, for the failure
+# message: its /health answer and its workers' rows of pg_stat_activity.
+sub broker_state
+{
+	my ($node, $port) = @_;
+	my ($status, $body) = http_request($port, 'GET', '/health');
+	my $workers = $node->safe_psql('postgres',
+		q{SELECT string_agg(format('%s pid %s %s/%s %s', backend_type, pid, wait_event_type, wait_event, state), '; ' ORDER BY backend_type, pid)
+		    FROM pg_stat_activity WHERE backend_type LIKE 'queen%'});
+	my $pm = $node->{_pid} // 0;
+	my $ps = `ps -o pid,stat,wchan:24,args --ppid $pm 2>&1`;
+	return "health $status $body; workers: $workers; processes:\n$ps";
 }
 
 # (status, body, headers) of one request on a fresh connection.
