@@ -748,6 +748,22 @@ AS $$
 					WHERE q.tenant_id = queen.current_tenant() AND q.name = $1 AND x.pending > 0)
 $$;
 
+-- Internal: GET /api/v1/dlq's listing (newest first), under queen.dlq below.
+CREATE FUNCTION queen._dlq_list(
+	queue text,
+	consumer_group text DEFAULT NULL,
+	partition text DEFAULT NULL,
+	from_time timestamptz DEFAULT NULL,
+	to_time timestamptz DEFAULT NULL,
+	page_limit integer DEFAULT 100,
+	page_offset bigint DEFAULT 0)
+RETURNS TABLE (total bigint, partition_name text, group_name text, log_offset bigint,
+			   txn text, error_text text, payload_text text, retries integer)
+AS 'MODULE_PATHNAME', 'queen_dlq_list_sql'
+LANGUAGE C STABLE;
+COMMENT ON FUNCTION queen._dlq_list(text, text, text, timestamptz, timestamptz, integer, bigint) IS
+'Internal, under queen.dlq: the dead-letter listing of GET /api/v1/dlq.';
+
 -- The dead letters of a queue, newest first, as GET /api/v1/dlq lists them;
 -- total is the count before paging.
 CREATE FUNCTION queen.dlq(

@@ -44,7 +44,8 @@ SET queen.zstd_level = 0;
 SET queen.no_such_setting = 1;
 
 -- The internal functions only the tests call belong to the test-only
--- extension (test/queen_test--1.0.sql), never to queen's own script.
+-- extension (test/queen_test--1.0.sql), never to queen's own script;
+-- _dlq_list, under queen.dlq, is queen's.
 SELECT e.extname, p.proname
   FROM pg_depend d
   JOIN pg_extension e ON e.oid = d.refobjid

@@ -40,6 +40,10 @@ is($out, 'queued,queued,queued', 'both forms of queen.push in the session that l
 is($err, '', 'no warning or error');
 is($plain->safe_psql('postgres', q{SELECT string_agg(log_offset || ':' || payload::text, ' ' ORDER BY log_offset) FROM queen.read('plain.q', 'p')}),
 	'0:{"n": 1} 1:{"n": 2}', 'queen.read in a new session returns both, in offset order');
+# the readers over internal functions work where the test-only extension
+# (test/queen_test) was never installed, as in production
+is($plain->safe_psql('postgres', q{SELECT count(*) FROM queen.dlq('plain.q')}), '0',
+	'queen.dlq without the test-only extension');
 
 ($rc, $out, $err) = session($plain, q{LOAD 'queen'; SHOW queen.zstd_level});
 is("$rc $out", '0 3', 'LOAD in a plain session, then SHOW queen.zstd_level');

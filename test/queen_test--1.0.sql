@@ -26,21 +26,3 @@ AS 'MODULE_PATHNAME', 'queen_permit_law_replay'
 LANGUAGE C IMMUTABLE STRICT;
 COMMENT ON FUNCTION queen._permit_law_replay(int, int, int, int[], int[], int8[], int8[]) IS
 'Internal, for tests: both push permit laws over a series of bundles.';
-
--- ---------------------------------------------------------------------
--- Internal: GET /api/v1/dlq's listing (newest first), for the regression tests.
--- ---------------------------------------------------------------------
-CREATE FUNCTION queen._dlq_list(
-	queue text,
-	consumer_group text DEFAULT NULL,
-	partition text DEFAULT NULL,
-	from_time timestamptz DEFAULT NULL,
-	to_time timestamptz DEFAULT NULL,
-	page_limit integer DEFAULT 100,
-	page_offset bigint DEFAULT 0)
-RETURNS TABLE (total bigint, partition_name text, group_name text, log_offset bigint,
-			   txn text, error_text text, payload_text text, retries integer)
-AS 'MODULE_PATHNAME', 'queen_dlq_list_sql'
-LANGUAGE C STABLE;
-COMMENT ON FUNCTION queen._dlq_list(text, text, text, timestamptz, timestamptz, integer, bigint) IS
-'Internal, for tests: the dead-letter listing of GET /api/v1/dlq.';
