@@ -31,13 +31,13 @@
 #include "postgres.h"
 
 #include "worker.h"
+#include "configure.h"
 #include "codec.h"
 #include "permits.h"
 #include "maintenance/maintenance.h"
 #include "maintenance/spool.h"
 
 #include "access/xact.h"
-#include "commands/extension.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -368,7 +368,7 @@ queen_worker_extension_present(void)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	present = OidIsValid(get_extension_oid("queen", true));
+	present = queen_extension_installed();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 	return present;
