@@ -76,7 +76,18 @@ sub broker_state
 		    FROM pg_stat_activity WHERE backend_type LIKE 'queen%'});
 	my $pm = $node->{_pid} // 0;
 	my $ps = `ps -o pid,stat,wchan:24,args --ppid $pm 2>&1`;
-	return "health $status $body; workers: $workers; processes:\n$ps";
+	# where each broker worker is, when gdb is there to ask
+	my $stacks = '';
+	if (system('command -v gdb >/dev/null 2>&1') == 0)
+	{
+		for my $pid (split /\s+/, `pgrep -P $pm -f '^postgres: .*queen' 2>/dev/null`)
+		{
+			next unless $pid;
+			my $bt = `gdb -p $pid -batch -ex bt 2>/dev/null | grep '^#'`;
+			$stacks .= "pid $pid:\n$bt";
+		}
+	}
+	return "health $status $body; workers: $workers; processes:\n$ps$stacks";
 }
 
 # (status, body, headers) of one request on a fresh connection.

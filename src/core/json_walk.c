@@ -27,6 +27,9 @@
 
 #include "mb/pg_wchar.h"
 
+/* The lexer of the walk in progress, for queen_json_opens_object. */
+static JsonLexContext *queen_json_lexer = NULL;
+
 /*
  * Run PostgreSQL's JSON parser over UTF-8 text with sem's callbacks,
  * escapes on (so \u0000, which jsonb cannot store, is an error).  Returns
@@ -38,11 +41,46 @@ queen_json_walk(const char *text, size_t len, JsonSemAction *sem)
 {
 	JsonLexContext *lex = makeJsonLexContextCstringLen(unconstify(char *, text), (int) len,
 													   PG_UTF8, true);
-	JsonParseErrorType result = pg_parse_json(lex, sem);
+	JsonLexContext *outer = queen_json_lexer;
+	JsonParseErrorType result;
 
+	queen_json_lexer = lex;
+	result = pg_parse_json(lex, sem);
+	queen_json_lexer = outer;
 	if (result == JSON_SUCCESS)
 		return NULL;
 	return json_errdetail(result, lex);
+}
+
+/*
+ * In a container's opening callback of queen_json_walk: is it an object?
+ * The parser calls it before it consumes the opening token, so one
+ * callback serves objects and arrays.
+ */
+bool
+queen_json_opens_object(void)
+{
+	return queen_json_lexer->token_type == JSON_TOKEN_OBJECT_START;
+}
+
+/*
+ * The callbacks of a walk: open and close for every container, both kinds
+ * (queen_json_opens_object tells them apart), and any of the others.
+ */
+void
+queen_json_sem(JsonSemAction *sem, void *state, json_struct_action open,
+			   json_struct_action close, json_ofield_action field_start,
+			   json_ofield_action field_end, json_aelem_action element_start,
+			   json_scalar_action scalar)
+{
+	memset(sem, 0, sizeof(*sem));
+	sem->semstate = state;
+	sem->object_start = sem->array_start = open;
+	sem->object_end = sem->array_end = close;
+	sem->object_field_start = field_start;
+	sem->object_field_end = field_end;
+	sem->array_element_start = element_start;
+	sem->scalar = scalar;
 }
 
 /* What a token is, for a message: "a string", "an object". */
@@ -165,9 +203,11 @@ queen_shape_field_end(void *state, char *fname, bool isnull)
 
 /* A container opens: the root, a captured key's value, or an element. */
 static void
-queen_shape_open(QueenShapeWalk *w, JsonTokenType kind)
+queen_shape_open(void *state)
 {
+	QueenShapeWalk *w = (QueenShapeWalk *) state;
 	QueenJsonShape *s = w->shape;
+	JsonTokenType kind = queen_json_opens_object() ? JSON_TOKEN_OBJECT_START : JSON_TOKEN_ARRAY_START;
 
 	if (w->depth == 0)
 		s->root_object = kind == JSON_TOKEN_OBJECT_START;
@@ -195,18 +235,6 @@ queen_shape_open(QueenShapeWalk *w, JsonTokenType kind)
 		queen_shape_record(w, kind, NULL);
 	}
 	w->depth++;
-}
-
-static void
-queen_shape_object_start(void *state)
-{
-	queen_shape_open((QueenShapeWalk *) state, JSON_TOKEN_OBJECT_START);
-}
-
-static void
-queen_shape_array_start(void *state)
-{
-	queen_shape_open((QueenShapeWalk *) state, JSON_TOKEN_ARRAY_START);
 }
 
 static void
@@ -260,15 +288,8 @@ queen_json_shape(const char *text, size_t len, QueenJsonShape *shape)
 		queen_shape_clear(&shape->inner, false);
 	if (shape->element.nnames > 0)
 		queen_shape_clear(&shape->element, false);
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &w;
-	sem.object_start = queen_shape_object_start;
-	sem.object_end = queen_shape_close;
-	sem.array_start = queen_shape_array_start;
-	sem.array_end = queen_shape_close;
-	sem.object_field_start = queen_shape_field_start;
-	sem.object_field_end = queen_shape_field_end;
-	sem.scalar = queen_shape_scalar;
+	queen_json_sem(&sem, &w, queen_shape_open, queen_shape_close, queen_shape_field_start,
+				   queen_shape_field_end, NULL, queen_shape_scalar);
 	return queen_json_walk(text, len, &sem);
 }
 

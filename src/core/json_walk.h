@@ -54,6 +54,11 @@ typedef struct QueenJsonShape
 } QueenJsonShape;
 
 extern char *queen_json_walk(const char *text, size_t len, JsonSemAction *sem);
+extern bool queen_json_opens_object(void);
+extern void queen_json_sem(JsonSemAction *sem, void *state, json_struct_action open,
+						   json_struct_action close, json_ofield_action field_start,
+						   json_ofield_action field_end, json_aelem_action element_start,
+						   json_scalar_action scalar);
 extern char *queen_json_shape(const char *text, size_t len, QueenJsonShape *shape);
 extern char *queen_json_key(const char *text, size_t len, const char *name,
 						   QueenJsonValue *value);

@@ -384,9 +384,12 @@ queen_json_check_value(QueenJsonCheck *c, Size bytes)
 							  "an array's elements take more than the 256 MB jsonb allows");
 }
 
+/* A container opens (queen_json_opens_object says which kind). */
 static void
-queen_json_check_open(QueenJsonCheck *c, bool object)
+queen_json_open(void *state)
 {
+	QueenJsonCheck *c = (QueenJsonCheck *) state;
+
 	if (c->depth == c->maxdepth)
 	{
 		c->maxdepth = Max(16, c->maxdepth * 2);
@@ -396,37 +399,20 @@ queen_json_check_open(QueenJsonCheck *c, bool object)
 	}
 	c->levels[c->depth].bytes = 0;
 	c->levels[c->depth].count = 0;
-	c->levels[c->depth].object = object;
+	c->levels[c->depth].object = queen_json_opens_object();
 	c->depth++;
 }
 
 static void
-queen_json_check_close(QueenJsonCheck *c)
+queen_json_close(void *state)
 {
+	QueenJsonCheck *c = (QueenJsonCheck *) state;
 	Size		total = sizeof(uint32) + c->levels[c->depth - 1].bytes;	/* header */
 
 	c->depth--;
 	if (total > JENTRY_OFFLENMASK)
 		queen_json_check_fail(c, "a container takes more than the 256 MB jsonb allows");
 	queen_json_check_value(c, 3 + total);
-}
-
-static void
-queen_json_object_start(void *state)
-{
-	queen_json_check_open((QueenJsonCheck *) state, true);
-}
-
-static void
-queen_json_array_start(void *state)
-{
-	queen_json_check_open((QueenJsonCheck *) state, false);
-}
-
-static void
-queen_json_container_end(void *state)
-{
-	queen_json_check_close((QueenJsonCheck *) state);
 }
 
 static void
@@ -500,15 +486,8 @@ queen_json_problem(const char *payload, size_t len)
 	if (!pg_verify_mbstr(PG_UTF8, payload, (int) len, true))
 		return pstrdup("payload is not valid UTF-8");
 	memset(&check, 0, sizeof(check));
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &check;
-	sem.object_start = queen_json_object_start;
-	sem.object_end = queen_json_container_end;
-	sem.array_start = queen_json_array_start;
-	sem.array_end = queen_json_container_end;
-	sem.object_field_start = queen_json_field_start;
-	sem.array_element_start = queen_json_element_start;
-	sem.scalar = queen_json_scalar;
+	queen_json_sem(&sem, &check, queen_json_open, queen_json_close, queen_json_field_start,
+				   NULL, queen_json_element_start, queen_json_scalar);
 	problem = queen_json_walk(payload, len, &sem);
 	if (check.levels != NULL)
 		pfree(check.levels);

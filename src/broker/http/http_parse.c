@@ -62,6 +62,14 @@ queen_http_oom(QueenHttpConn *conn)
 	return queen_http_reject(conn, 503, "out of memory");
 }
 
+/* A parser callback's bytes kept in buf: 0, or the connection refused (503). */
+static int
+queen_http_keep(QueenHttpConn *conn, MemoryContext cxt, QueenHttpBuf *buf,
+				const char *at, size_t len)
+{
+	return queen_http_buf_append(cxt, buf, at, len) ? 0 : queen_http_oom(conn);
+}
+
 /* A body over max_body, announced or while a chunked one grows. */
 static int
 queen_http_too_large(QueenHttpConn *conn)
@@ -98,9 +106,7 @@ queen_http_on_url(http_parser *p, const char *at, size_t len)
 	QueenHttpConn *conn = p->data;
 	QueenHttpReq *req = conn->req;
 
-	if (!queen_http_buf_append(req->pub.mcxt, &req->url, at, len))
-		return queen_http_oom(conn);
-	return 0;
+	return queen_http_keep(conn, req->pub.mcxt, &req->url, at, len);
 }
 
 /* NUL-terminate the value being received, without trailing blanks. */
@@ -169,9 +175,7 @@ queen_http_on_header_field(http_parser *p, const char *at, size_t len)
 		req->nheaders++;
 		req->hdr_state = QUEEN_HTTP_HDR_FIELD;
 	}
-	if (!queen_http_buf_append(req->pub.mcxt, &req->hdrs, at, len))
-		return queen_http_oom(conn);
-	return 0;
+	return queen_http_keep(conn, req->pub.mcxt, &req->hdrs, at, len);
 }
 
 static int
@@ -189,9 +193,7 @@ queen_http_on_header_value(http_parser *p, const char *at, size_t len)
 		req->headers[req->nheaders - 1].value = req->hdrs.len;
 		req->hdr_state = QUEEN_HTTP_HDR_VALUE;
 	}
-	if (!queen_http_buf_append(req->pub.mcxt, &req->hdrs, at, len))
-		return queen_http_oom(conn);
-	return 0;
+	return queen_http_keep(conn, req->pub.mcxt, &req->hdrs, at, len);
 }
 
 /*
@@ -315,9 +317,7 @@ queen_http_on_headers_complete(http_parser *p)
 		{
 			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-			if (!queen_http_buf_append(conn->mcxt, &conn->out, cont,
-									   sizeof(cont) - 1))
-				return queen_http_oom(conn);
+			return queen_http_keep(conn, conn->mcxt, &conn->out, cont, sizeof(cont) - 1);
 		}
 	}
 	return 0;
@@ -333,9 +333,7 @@ queen_http_on_body(http_parser *p, const char *at, size_t len)
 	/* chunked bodies announce no size: check as they grow */
 	if (len > srv->max_body || req->body.len > srv->max_body - len)
 		return queen_http_too_large(conn);
-	if (!queen_http_buf_append(req->pub.mcxt, &req->body, at, len))
-		return queen_http_oom(conn);
-	return 0;
+	return queen_http_keep(conn, req->pub.mcxt, &req->body, at, len);
 }
 
 static int

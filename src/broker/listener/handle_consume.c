@@ -67,6 +67,23 @@ queen_check_param(QueenHttpRequest *req, const char *what, const char *value, Si
 	return false;
 }
 
+/*
+ * A name from the query string (q) or else the path, empty or not given
+ * being absent (length 0 on the wire); false, and a 400 that says which,
+ * if it is not a name.
+ */
+static bool
+queen_take_name(QueenHttpRequest *req, const QueenQuery *q, const QueenRouteParams *params,
+				const char *key, const char *what, QueenWireText *out)
+{
+	Size		len = 0;
+	const char *value = q != NULL ? queen_query_get(q, key, &len) :
+		queen_route_param(params, key, &len);
+
+	*out = queen_text(len > 0 ? value : NULL, len);
+	return queen_check_param(req, what, out->data, out->len);
+}
+
 /* What each route reads of its query string; anything else is a 400. */
 static const char *const queen_pop_params[] = {
 	"batch", "wait", "timeout", "consumerGroup", "namespace", "task", "autoAck",
@@ -145,25 +162,23 @@ queen_pop_numbers(QueenHttpRequest *req, const QueenQuery *q, QueenArgsPop *m, b
 }
 
 /*
- * Every pop route: queue and partition from the path (NULL when the route
- * has none), the rest from the query string.
+ * GET /api/v1/pop/queue/:queue[/partition/:partition], and
+ * GET /api/v1/pop?namespace=&task= (no queue: any of theirs): the queue
+ * and partition from the path, the rest from the query string.
  */
-static void
-queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
-						const char *partition, Size plen)
+void
+queen_handle_pop(QueenHttpRequest *req, const QueenRouteParams *params)
 {
+	Size		qlen = 0,
+				plen = 0;
+	const char *queue = queen_route_param(params, "queue", &qlen);
+	const char *partition = queen_route_param(params, "partition", &plen);
 	QueenQuery q;
 	QueenArgsPop m;
-	const char *ns;
-	const char *task;
-	const char *group;
+	Size		modelen = 0,
+				fromlen = 0;
 	const char *mode;
 	const char *from;
-	Size		nslen = 0,
-				tasklen = 0,
-				glen = 0,
-				modelen = 0,
-				fromlen = 0;
 	bool		wait;
 	int			timeout_ms;
 	int			shard;
@@ -175,41 +190,27 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 	if (!queen_read_query(req, queen_pop_params, &q) ||
 		!queen_pop_numbers(req, &q, &m, &wait, &timeout_ms))
 		return;
-	ns = queen_query_get(&q, "namespace", &nslen);
-	task = queen_query_get(&q, "task", &tasklen);
-	group = queen_query_get(&q, "consumerGroup", &glen);
+	/* a queue's routes ignore namespace and task; the discovery route needs one */
+	if (queue == NULL &&
+		(!queen_take_name(req, &q, NULL, "namespace", "namespace", &m.namespace_name) ||
+		 !queen_take_name(req, &q, NULL, "task", "task", &m.task)))
+		return;
+	if (queue == NULL && m.namespace_name.len == 0 && m.task.len == 0)
+	{
+		queen_respond_json(req, 400,
+						   "{\"success\":false,\"error\":\"namespace or task is required\",\"messages\":[]}");
+		return;
+	}
 	mode = queen_query_get(&q, "subscriptionMode", &modelen);
 	from = queen_query_get(&q, "subscriptionFrom", &fromlen);
-	if (queue == NULL)
-	{
-		if ((ns == NULL || nslen == 0) && (task == NULL || tasklen == 0))
-		{
-			queen_respond_json(req, 400,
-							   "{\"success\":false,\"error\":\"namespace or task is required\",\"messages\":[]}");
-			return;
-		}
-		if (nslen == 0)
-			ns = NULL;
-		if (tasklen == 0)
-			task = NULL;
-	}
-	else
-		ns = task = NULL;
-	if (glen == 0)
-		group = NULL;
-	if (!queen_check_param(req, "queue name", queue, qlen) ||
+	if (!queen_take_name(req, &q, NULL, "consumerGroup", "consumerGroup", &m.group) ||
+		!queen_check_param(req, "queue name", queue, qlen) ||
 		!queen_check_param(req, "partition name", partition, plen) ||
-		!queen_check_param(req, "namespace", ns, nslen) ||
-		!queen_check_param(req, "task", task, tasklen) ||
-		!queen_check_param(req, "consumerGroup", group, glen) ||
 		!queen_check_subscription(req, mode, from))
 		return;
 
 	m.queue = queen_text(queue, qlen);
 	m.partition = queen_text(partition, plen);
-	m.namespace_name = queen_text(ns, nslen);
-	m.task = queen_text(task, tasklen);
-	m.group = queen_text(group, glen);
 	m.sub_mode = queen_text(mode, modelen);
 	m.sub_from = queen_text(from, fromlen);
 	/* an empty answer before then is parked and sent again (longpoll.c) */
@@ -227,42 +228,14 @@ queen_handle_pop_common(QueenHttpRequest *req, const char *queue, Size qlen,
 	}
 	else
 	{
-		shard = queen_shard_of(&queen_listener_tenant, ns ? ns : "", nslen,
-							   task ? task : "", tasklen, queen_broker->nshards);
+		shard = queen_shard_of(&queen_listener_tenant, m.namespace_name.len ? m.namespace_name.data : "",
+							   m.namespace_name.len, m.task.len ? m.task.data : "", m.task.len,
+							   queen_broker->nshards);
 		slot = -1;
 	}
 	queen_pop_submit(queen_pop_wait_new(req, arg.data, arg.len, shard, slot, wait, timeout_ms));
 }
 
-/* GET /api/v1/pop/queue/:queue */
-void
-queen_handle_pop_queue(QueenHttpRequest *req, const QueenRouteParams *params)
-{
-	Size		qlen = 0;
-	const char *queue = queen_route_param(params, "queue", &qlen);
-
-	queen_handle_pop_common(req, queue, qlen, NULL, 0);
-}
-
-/* GET /api/v1/pop/queue/:queue/partition/:partition */
-void
-queen_handle_pop_partition(QueenHttpRequest *req, const QueenRouteParams *params)
-{
-	Size		qlen = 0,
-				plen = 0;
-	const char *queue = queen_route_param(params, "queue", &qlen);
-	const char *partition = queen_route_param(params, "partition", &plen);
-
-	queen_handle_pop_common(req, queue, qlen, partition, plen);
-}
-
-/* GET /api/v1/pop?namespace=&task= */
-void
-queen_handle_pop_discover(QueenHttpRequest *req, const QueenRouteParams *params)
-{
-	(void) params;
-	queen_handle_pop_common(req, NULL, 0, NULL, 0);
-}
 
 /* POST /api/v1/ack and /api/v1/ack/batch */
 static void
@@ -400,13 +373,8 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 	QueenQuery q;
 	QueenArgsDlq m;
 	Size		qlen = 0,
-				glen = 0,
-				plen = 0,
 				fromlen = 0,
 				tolen = 0;
-	const char *queue;
-	const char *group;
-	const char *partition;
 	const char *from;
 	const char *to;
 	int64		limit,
@@ -415,14 +383,12 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 	StringInfoData arg;
 
 	(void) params;
+	memset(&m, 0, sizeof(m));
 	if (!queen_read_query(req, queen_dlq_params, &q))
 		return;
-	queue = queen_query_get(&q, "queue", &qlen);
-	group = queen_query_get(&q, "consumerGroup", &glen);
-	partition = queen_query_get(&q, "partition", &plen);
 	from = queen_query_get(&q, "from", &fromlen);
 	to = queen_query_get(&q, "to", &tolen);
-	if (queue == NULL || qlen == 0)
+	if (queen_query_get(&q, "queue", &qlen) == NULL || qlen == 0)
 		problem = "queue is required";
 	else if ((problem = queen_query_int(&q, "limit", QUEEN_DLQ_DEFAULT_LIMIT, 1,
 										QUEEN_DLQ_MAX_LIMIT, &limit)) == NULL &&
@@ -434,13 +400,10 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 		queen_respond_error(req, 400, problem);
 		return;
 	}
-	if (!queen_check_param(req, "queue name", queue, qlen) ||
-		!queen_check_param(req, "consumerGroup", glen ? group : NULL, glen) ||
-		!queen_check_param(req, "partition name", plen ? partition : NULL, plen))
+	if (!queen_take_name(req, &q, NULL, "queue", "queue name", &m.queue) ||
+		!queen_take_name(req, &q, NULL, "consumerGroup", "consumerGroup", &m.group) ||
+		!queen_take_name(req, &q, NULL, "partition", "partition name", &m.partition))
 		return;
-	m.queue = queen_text(queue, qlen);
-	m.group = queen_text(group, glen);
-	m.partition = queen_text(partition, plen);
 	m.from = queen_text(from, fromlen);
 	m.to = queen_text(to, tolen);
 	m.limit = (int32) limit;
@@ -455,10 +418,6 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 void
 queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params)
 {
-	Size		glen = 0,
-				qlen = 0;
-	const char *group = queen_route_param(params, "group", &glen);
-	const char *queue = queen_route_param(params, "queue", &qlen);
 	QueenQuery q;
 	QueenArgsGroupDelete m;
 	bool		metadata;
@@ -473,11 +432,9 @@ queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params)
 		queen_respond_error(req, 400, problem);
 		return;
 	}
-	if (!queen_check_param(req, "consumerGroup", group, glen) ||
-		!queen_check_param(req, "queue name", queue, qlen))
+	if (!queen_take_name(req, NULL, params, "group", "consumerGroup", &m.group) ||
+		!queen_take_name(req, NULL, params, "queue", "queue name", &m.queue))
 		return;
-	m.group = queen_text(group, glen);
-	m.queue = queen_text(queue, qlen);
 	m.delete_metadata = metadata ? 1 : 0;
 	initStringInfo(&arg);
 	queen_control_put_args(&arg, QUEEN_CONTROL_DELETE_GROUP, &m);

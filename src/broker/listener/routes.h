@@ -65,9 +65,7 @@ extern void queen_respond_error(QueenHttpRequest *req, int status, const char *m
 extern void queen_handle_push(QueenHttpRequest *req, const QueenRouteParams *params);
 
 /* handle_consume.c */
-extern void queen_handle_pop_queue(QueenHttpRequest *req, const QueenRouteParams *params);
-extern void queen_handle_pop_partition(QueenHttpRequest *req, const QueenRouteParams *params);
-extern void queen_handle_pop_discover(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_pop(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_ack(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_ack_batch(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params);
