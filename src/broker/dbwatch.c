@@ -241,7 +241,6 @@ queen_dbwatch_await(QueenWorkerSlot *slot)
 	QueenDatabaseWatch *w = queen_dbwatch;
 	uint64		ticket = pg_atomic_add_fetch_u64(&w->asked, 1);
 
-	queen_worker_wake(&queen_broker->dbwatch);
 	for (;;)
 	{
 		queen_worker_poll_signals();
@@ -251,6 +250,16 @@ queen_dbwatch_await(QueenWorkerSlot *slot)
 			if (pg_atomic_read_u32(&w->exists) != 0)
 				return;
 			queen_worker_set_state(slot, QUEEN_WORKER_WAITING);
+		}
+		else
+		{
+			/*
+			 * Ask again at every turn while unanswered: a wake-up sent
+			 * before the watch published its latch, or one consumed by a
+			 * wait inside its catalog read, would otherwise leave it
+			 * asleep with this ticket unseen.
+			 */
+			queen_worker_wake(&queen_broker->dbwatch);
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 QUEEN_DBWATCH_RETRY_MS, PG_WAIT_EXTENSION);

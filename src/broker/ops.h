@@ -154,8 +154,8 @@ typedef struct QueenControlOpDef
 	const char *name;			/* "pop": logs, errors ("pop failed: ...") */
 	const char *activity;		/* pg_stat_activity while it runs */
 	uint8		flags;			/* QUEEN_OP_* */
-	QueenWireLayout args;
-	QueenWireLayout items;		/* trailing items (nfields 0: none) */
+	const QueenWireLayout *args;	/* NULL: none (layouts.c has them) */
+	const QueenWireLayout *items;	/* trailing items; NULL: none */
 
 	/* The core call, in the shard's transaction; NULL with call->problem set: 400. */
 	void	   *(*run) (QueenOpCall *call);
@@ -168,6 +168,15 @@ typedef struct QueenControlOpDef
 	/* After its COMMIT, before its answer leaves. */
 	void		(*committed) (QueenOpCall *call);
 } QueenControlOpDef;
+
+/* The operations' argument layouts (layouts.c). */
+extern const QueenWireLayout queen_args_text;
+extern const QueenWireLayout queen_args_pop;
+extern const QueenWireLayout queen_args_ack;
+extern const QueenWireLayout queen_args_ack_item;
+extern const QueenWireLayout queen_args_renew;
+extern const QueenWireLayout queen_args_dlq;
+extern const QueenWireLayout queen_args_group_delete;
 
 extern const QueenControlOpDef *queen_control_op(uint8 op);
 extern void queen_control_put_args(StringInfo arg, uint8 op, const void *args);

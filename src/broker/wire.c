@@ -9,9 +9,9 @@
  * marks the reader bad, and the caller drops it.  Decoded strings point
  * into the message, which must outlive them.  Every message's fields, and
  * every control operation's arguments, are a layout (a list of fields by
- * kind and offset) written and read by one pair of walkers: a new message
- * type is a struct in wire.h and its layout here, a new operation's
- * arguments a layout in its row (ops.c).
+ * kind and offset, layouts.c) written and read by one pair of walkers: a
+ * new message type is a struct in wire.h and its layout in layouts.c, as
+ * a new operation's arguments are.
  *
  *-------------------------------------------------------------------------
  */
@@ -146,50 +146,6 @@ queen_wire_get_head(QueenMsgReader *r, StringInfo msg, uint64 *request)
 	return r->bad ? 0 : type;
 }
 
-/*
- * The messages after their head (u8 type, u64 request):
- *
- * PUSH (listener -> shard): u32 group, 16-byte tenant, queue, partition,
- * u32 frame count, then the frames packed exactly as stored
- * (docs/FORMAT.md), which the caller appends.
- * CONTROL (listener -> shard): u8 op, 16-byte tenant, the argument.
- * VERDICT (shard -> listener): u32 group, u8 group outcome, u32 frame
- * count, then per frame u8 status and 16-byte message id
- * (queen_wire_put_verdict_frame, nframes times).
- * REPLY (shard -> listener): u16 HTTP status, the body.
- */
-static const QueenWireField queen_push_fields[] = {
-	QUEEN_WIRE_FIELD(QueenWirePush, group, QUEEN_WIRE_U32),
-	QUEEN_WIRE_FIELD(QueenWirePush, tenant, QUEEN_WIRE_UUID),
-	QUEEN_WIRE_FIELD(QueenWirePush, queue, QUEEN_WIRE_TEXT),
-	QUEEN_WIRE_FIELD(QueenWirePush, partition, QUEEN_WIRE_TEXT),
-	QUEEN_WIRE_FIELD(QueenWirePush, nframes, QUEEN_WIRE_U32),
-};
-
-static const QueenWireField queen_control_fields[] = {
-	QUEEN_WIRE_FIELD(QueenWireControl, op, QUEEN_WIRE_U8),
-	QUEEN_WIRE_FIELD(QueenWireControl, tenant, QUEEN_WIRE_UUID),
-	QUEEN_WIRE_FIELD(QueenWireControl, arg, QUEEN_WIRE_TEXT),
-};
-
-static const QueenWireField queen_verdict_fields[] = {
-	QUEEN_WIRE_FIELD(QueenWireVerdict, group, QUEEN_WIRE_U32),
-	QUEEN_WIRE_FIELD(QueenWireVerdict, outcome, QUEEN_WIRE_U8),
-	QUEEN_WIRE_FIELD(QueenWireVerdict, nframes, QUEEN_WIRE_U32),
-};
-
-static const QueenWireField queen_reply_fields[] = {
-	QUEEN_WIRE_FIELD(QueenWireReply, status, QUEEN_WIRE_U16),
-	QUEEN_WIRE_FIELD(QueenWireReply, body, QUEEN_WIRE_TEXT),
-};
-
-static const QueenWireLayout queen_msg_layouts[] = {
-	[QUEEN_MSG_PUSH] = QUEEN_WIRE_LAYOUT(QueenWirePush, queen_push_fields),
-	[QUEEN_MSG_CONTROL] = QUEEN_WIRE_LAYOUT(QueenWireControl, queen_control_fields),
-	[QUEEN_MSG_VERDICT] = QUEEN_WIRE_LAYOUT(QueenWireVerdict, queen_verdict_fields),
-	[QUEEN_MSG_REPLY] = QUEEN_WIRE_LAYOUT(QueenWireReply, queen_reply_fields),
-};
-
 /* A message of type: its head from m's request (its first member), then its fields. */
 void
 queen_wire_put(StringInfo msg, QueenMsgType type, const void *m)
@@ -224,8 +180,8 @@ queen_wire_get_verdict_frame(QueenMsgReader *r, uint8 *status, const char **id)
 /* ----------------------------------------------------------------
  *		The arguments of control operations
  *
- * They travel as a CONTROL message's argument, laid out by the fields the
- * operation's row names (ops.c): each field in order, a text as a u32
+ * They travel as a CONTROL message's argument, laid out by the layout the
+ * operation's row names (ops.c, layouts.c): each field in order, a text as a u32
  * length and its bytes.  One walker writes and reads every operation's
  * arguments, so an operation's layout is stated once, as data.
  * ----------------------------------------------------------------

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * wire.h
- *	  The messages that travel on the rings (wire.c): one struct per type
- *	  and an encode/decode pair, so each layout is written once and a new
- *	  message type is one struct and one pair here.
+ *	  The messages that travel on the rings (wire.c): one struct per type,
+ *	  its layout (layouts.c) and one pair of walkers for every layout, so
+ *	  a new message type is a struct here and a layout there.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,7 +18,8 @@ typedef enum QueenMsgType
 	QUEEN_MSG_PUSH = 1,
 	QUEEN_MSG_CONTROL,
 	QUEEN_MSG_VERDICT,
-	QUEEN_MSG_REPLY
+	QUEEN_MSG_REPLY,
+	QUEEN_MSG_NTYPES
 } QueenMsgType;
 
 /* Outcome of a whole group. */
@@ -98,8 +99,8 @@ typedef struct QueenWireReply
 
 /*
  * A message's or a control operation's fields: a struct of these kinds,
- * and its layout, the fields in the order they travel (wire.c states the
- * messages', ops.c each operation's).  A uuid is a pointer to 16 bytes
+ * and its layout, the fields in the order they travel (layouts.c states
+ * them all).  A uuid is a pointer to 16 bytes
  * (NULL writes zeros).
  */
 
@@ -130,6 +131,9 @@ typedef struct QueenWireLayout
 } QueenWireLayout;
 
 #define QUEEN_WIRE_LAYOUT(type, fields) {(fields), lengthof(fields), sizeof(type)}
+
+/* Each message type's fields after its head (layouts.c). */
+extern const QueenWireLayout queen_msg_layouts[QUEEN_MSG_NTYPES];
 
 /* The pop hint's flags: a discovery that matched no queue at all. */
 #define QUEEN_POP_HINT_NO_QUEUE		0x01

@@ -48,21 +48,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-/* The columns the pre-lock reads, of log_partitions and of queues. */
-typedef enum QueenLockColumn
-{
-	LOCK_ID,
-	LOCK_QUEUE_ID,
-	LOCK_LAST_OFFSET,
-	LOCK_TXNS_START,
-	LOCK_CREATED_AT,
-	LOCK_NCOLUMNS
-} QueenLockColumn;
-
-static const char *const queen_lock_columns[LOCK_NCOLUMNS] =
-{"id", "queue_id", "last_offset", "txns_start", "created_at"};
-
-/* and of queues: its id and the window */
+/* The columns the pre-lock reads of queues (of log_partitions: log_write_int.h). */
 static const char *const queen_queue_columns[2] = {"id", "dedup_window_seconds"};
 
 /* One table the pre-lock reads by its primary key. */
@@ -196,7 +182,7 @@ queen_lock_partitions(QueenTarget **targets, int n)
 {
 	Oid			part_relid = queen_table_oid("log_partitions");
 	Oid			queue_relid = queen_table_oid("queues");
-	AttrNumber	cols[LOCK_NCOLUMNS];
+	AttrNumber	cols[PART_NCOLUMNS];
 	AttrNumber	queue_cols[2];
 	RangeTblEntry *rtes[2];
 	QueenKeyedTable parts;
@@ -213,12 +199,12 @@ queen_lock_partitions(QueenTarget **targets, int n)
 	PreventCommandIfReadOnly("queen.push");
 	PreventCommandIfParallelMode("queen.push");
 
-	queen_table_attnums(part_relid, "log_partitions", queen_lock_columns, LOCK_NCOLUMNS, cols);
+	queen_partition_attnums(part_relid, cols);
 	queen_table_attnums(queue_relid, "queues", queen_queue_columns, 2, queue_cols);
 
 	/* the statement's privilege checks: FOR UPDATE needs UPDATE on some column */
 	rtes[0] = queen_rows_rte(part_relid, ACL_SELECT | ACL_UPDATE);
-	for (i = 0; i < LOCK_NCOLUMNS; i++)
+	for (i = PART_ID; i <= PART_CREATED_AT; i++)
 		rtes[0]->selectedCols = bms_add_member(rtes[0]->selectedCols,
 											   cols[i] - FirstLowInvalidHeapAttributeNumber);
 	rtes[1] = queen_rows_rte(queue_relid, ACL_SELECT);
@@ -227,7 +213,7 @@ queen_lock_partitions(QueenTarget **targets, int n)
 											   queue_cols[i] - FirstLowInvalidHeapAttributeNumber);
 	ExecCheckRTPerms(list_make2(rtes[0], rtes[1]), true);
 
-	queen_keyed_open(&parts, part_relid, RowShareLock, cols[LOCK_ID], "log_partitions");
+	queen_keyed_open(&parts, part_relid, RowShareLock, cols[PART_ID], "log_partitions");
 	queen_keyed_open(&queues, queue_relid, AccessShareLock, queue_cols[0], "queues");
 	if (queen_rows_rls_applies(parts.rel) || queen_rows_rls_applies(queues.rel))
 	{
@@ -256,17 +242,17 @@ queen_lock_partitions(QueenTarget **targets, int n)
 		QueenTarget *t = targets[i];
 		pg_uuid_t	qid;
 
-		if (!queen_lock_row(&parts, &tids[i], snapshot, &t->pid, cols[LOCK_ID]))
+		if (!queen_lock_row(&parts, &tids[i], snapshot, &t->pid, cols[PART_ID]))
 		{
 			result = i > 0 ? QUEEN_LOCK_SOME : QUEEN_LOCK_NONE;
 			break;
 		}
 		t->tid = parts.slot->tts_tid;
 		t->tid_valid = true;
-		t->last_offset = DatumGetInt64(queen_slot_required(parts.slot, cols[LOCK_LAST_OFFSET]));
-		t->txns_start = DatumGetInt64(queen_slot_required(parts.slot, cols[LOCK_TXNS_START]));
-		t->generation = DatumGetTimestampTz(queen_slot_required(parts.slot, cols[LOCK_CREATED_AT]));
-		qid = *DatumGetUUIDP(queen_slot_required(parts.slot, cols[LOCK_QUEUE_ID]));
+		t->last_offset = DatumGetInt64(queen_slot_required(parts.slot, cols[PART_LAST_OFFSET]));
+		t->txns_start = DatumGetInt64(queen_slot_required(parts.slot, cols[PART_TXNS_START]));
+		t->generation = DatumGetTimestampTz(queen_slot_required(parts.slot, cols[PART_CREATED_AT]));
+		qid = *DatumGetUUIDP(queen_slot_required(parts.slot, cols[PART_QUEUE_ID]));
 
 		/* a bundle's partitions mostly share a queue: read it once */
 		if (!have_queue || memcmp(qid.data, last_queue.data, UUID_LEN) != 0)

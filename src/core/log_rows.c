@@ -174,19 +174,16 @@ queen_rows_close(QueenRowTable *t)
 	table_close(t->rel, NoLock);
 }
 
-/* The log_partitions columns the allocator reads and writes. */
-typedef enum QueenAllocColumn
-{
-	ALLOC_ID,
-	ALLOC_LAST_OFFSET,
-	ALLOC_OLDEST_LIVE,
-	ALLOC_OLDEST_TXN,
-	ALLOC_LAST_WRITE,
-	ALLOC_NCOLUMNS
-} QueenAllocColumn;
+static const char *const queen_partition_columns[PART_NCOLUMNS] =
+{"id", "queue_id", "last_offset", "txns_start", "created_at",
+"oldest_live_at", "oldest_txn_at", "last_write_at"};
 
-static const char *const queen_alloc_columns[ALLOC_NCOLUMNS] =
-{"id", "last_offset", "oldest_live_at", "oldest_txn_at", "last_write_at"};
+/* Every column of QueenPartitionColumn's, of log_partitions (relid). */
+void
+queen_partition_attnums(Oid relid, AttrNumber *attnums)
+{
+	queen_table_attnums(relid, "log_partitions", queen_partition_columns, PART_NCOLUMNS, attnums);
+}
 
 /*
  * A range table entry for a direct write to relid, as a statement's would
@@ -221,31 +218,31 @@ queen_partition_advanced(TupleTableSlot *oldslot, TupleTableSlot *newslot,
 	int64		last;
 
 	slot_getallattrs(oldslot);
-	if (oldslot->tts_isnull[attnums[ALLOC_ID] - 1] ||
-		oldslot->tts_isnull[attnums[ALLOC_LAST_OFFSET] - 1] ||
-		oldslot->tts_isnull[attnums[ALLOC_LAST_WRITE] - 1] ||
-		memcmp(DatumGetUUIDP(oldslot->tts_values[attnums[ALLOC_ID] - 1]), &t->pid,
+	if (oldslot->tts_isnull[attnums[PART_ID] - 1] ||
+		oldslot->tts_isnull[attnums[PART_LAST_OFFSET] - 1] ||
+		oldslot->tts_isnull[attnums[PART_LAST_WRITE] - 1] ||
+		memcmp(DatumGetUUIDP(oldslot->tts_values[attnums[PART_ID] - 1]), &t->pid,
 			   sizeof(pg_uuid_t)) != 0)
 		return -1;
 
 	ExecClearTuple(newslot);
 	memcpy(values, oldslot->tts_values, sizeof(Datum) * natts);
 	memcpy(isnull, oldslot->tts_isnull, sizeof(bool) * natts);
-	last = DatumGetInt64(values[attnums[ALLOC_LAST_OFFSET] - 1]);
-	values[attnums[ALLOC_LAST_OFFSET] - 1] = Int64GetDatum(last + t->seg->msg_count);
-	if (isnull[attnums[ALLOC_OLDEST_LIVE] - 1])
+	last = DatumGetInt64(values[attnums[PART_LAST_OFFSET] - 1]);
+	values[attnums[PART_LAST_OFFSET] - 1] = Int64GetDatum(last + t->seg->msg_count);
+	if (isnull[attnums[PART_OLDEST_LIVE] - 1])
 	{
-		values[attnums[ALLOC_OLDEST_LIVE] - 1] = TimestampTzGetDatum(now);
-		isnull[attnums[ALLOC_OLDEST_LIVE] - 1] = false;
+		values[attnums[PART_OLDEST_LIVE] - 1] = TimestampTzGetDatum(now);
+		isnull[attnums[PART_OLDEST_LIVE] - 1] = false;
 	}
-	if (isnull[attnums[ALLOC_OLDEST_TXN] - 1])
+	if (isnull[attnums[PART_OLDEST_TXN] - 1])
 	{
-		values[attnums[ALLOC_OLDEST_TXN] - 1] = TimestampTzGetDatum(now);
-		isnull[attnums[ALLOC_OLDEST_TXN] - 1] = false;
+		values[attnums[PART_OLDEST_TXN] - 1] = TimestampTzGetDatum(now);
+		isnull[attnums[PART_OLDEST_TXN] - 1] = false;
 	}
-	if (now - DatumGetTimestampTz(values[attnums[ALLOC_LAST_WRITE] - 1]) >
+	if (now - DatumGetTimestampTz(values[attnums[PART_LAST_WRITE] - 1]) >
 		QUEEN_LAST_WRITE_QUANTUM_SECS * USECS_PER_SEC)
-		values[attnums[ALLOC_LAST_WRITE] - 1] = TimestampTzGetDatum(now);
+		values[attnums[PART_LAST_WRITE] - 1] = TimestampTzGetDatum(now);
 	ExecStoreVirtualTuple(newslot);
 	return last;
 }
@@ -281,7 +278,7 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	TupleDesc	desc;
 	TupleTableSlot *oldslot;
 	TupleTableSlot *newslot;
-	AttrNumber	attnums[ALLOC_NCOLUMNS];
+	AttrNumber	attnums[PART_NCOLUMNS];
 	CommandId	cid;
 	bool		checks;
 	bool		indexes_open = false;
@@ -295,14 +292,18 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	PreventCommandIfParallelMode("queen.push");
 	estate = CreateExecutorState();
 	rte = queen_rows_rte(relid, ACL_SELECT | ACL_UPDATE);
-	queen_table_attnums(relid, "log_partitions", queen_alloc_columns, ALLOC_NCOLUMNS, attnums);
-	for (i = 0; i < ALLOC_NCOLUMNS; i++)
+	queen_partition_attnums(relid, attnums);
+	rte->selectedCols = bms_add_member(rte->selectedCols,
+									   attnums[PART_ID] - FirstLowInvalidHeapAttributeNumber);
+	/* what it writes: last_offset and the three times */
+	for (i = PART_LAST_OFFSET; i < PART_NCOLUMNS; i++)
 	{
+		if (i == PART_TXNS_START || i == PART_CREATED_AT)
+			continue;
 		rte->selectedCols = bms_add_member(rte->selectedCols,
 										   attnums[i] - FirstLowInvalidHeapAttributeNumber);
-		if (i != ALLOC_ID)
-			rte->updatedCols = bms_add_member(rte->updatedCols,
-											  attnums[i] - FirstLowInvalidHeapAttributeNumber);
+		rte->updatedCols = bms_add_member(rte->updatedCols,
+										  attnums[i] - FirstLowInvalidHeapAttributeNumber);
 	}
 	ExecCheckRTPerms(list_make1(rte), true);
 	ExecInitRangeTable(estate, list_make1(rte));

@@ -69,4 +69,25 @@ extern bool queen_own_target(QueenTarget *t, QueenSegment *seg, const pg_uuid_t 
 extern void queen_write_deferred(QueenTarget **targets, int n, TimestampTz now);
 extern void queen_alloc_flush_connected(void);
 
+/*
+ * The columns of log_partitions a push reads or writes, all looked up at
+ * once (queen_partition_attnums): the pre-lock reads the first five
+ * (log_lock.c), the row update reads the id and writes last_offset and
+ * the last three (log_rows.c).
+ */
+typedef enum QueenPartitionColumn
+{
+	PART_ID,
+	PART_QUEUE_ID,
+	PART_LAST_OFFSET,
+	PART_TXNS_START,
+	PART_CREATED_AT,
+	PART_OLDEST_LIVE,
+	PART_OLDEST_TXN,
+	PART_LAST_WRITE,
+	PART_NCOLUMNS
+} QueenPartitionColumn;
+
+extern void queen_partition_attnums(Oid relid, AttrNumber *attnums);
+
 #endif							/* QUEEN_LOG_WRITE_INT_H */

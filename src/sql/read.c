@@ -16,6 +16,7 @@
 
 #include "queen.h"
 #include "validate.h"
+#include "json_walk.h"
 #include "log_read.h"
 #include "payload.h"
 #include "spi.h"
@@ -81,28 +82,19 @@ queen_jsonb_push(QueenJsonbBuild *b, JsonbIteratorToken token, JsonbValue *v)
 	b->res = pushJsonbValue(&b->state, token, v);
 }
 
+/* A container opens (queen_json_opens_object says which) or closes. */
 static void
-queen_jsonb_object_start(void *arg)
+queen_jsonb_open(void *arg)
 {
-	queen_jsonb_push(arg, WJB_BEGIN_OBJECT, NULL);
+	queen_jsonb_push(arg, queen_json_opens_object() ? WJB_BEGIN_OBJECT : WJB_BEGIN_ARRAY, NULL);
 }
 
 static void
-queen_jsonb_object_end(void *arg)
+queen_jsonb_close(void *arg)
 {
-	queen_jsonb_push(arg, WJB_END_OBJECT, NULL);
-}
+	QueenJsonbBuild *b = (QueenJsonbBuild *) arg;
 
-static void
-queen_jsonb_array_start(void *arg)
-{
-	queen_jsonb_push(arg, WJB_BEGIN_ARRAY, NULL);
-}
-
-static void
-queen_jsonb_array_end(void *arg)
-{
-	queen_jsonb_push(arg, WJB_END_ARRAY, NULL);
+	queen_jsonb_push(b, b->state->contVal.type == jbvArray ? WJB_END_ARRAY : WJB_END_OBJECT, NULL);
 }
 
 static void
@@ -165,16 +157,6 @@ queen_jsonb_scalar(void *arg, char *token, JsonTokenType tokentype)
 		queen_jsonb_push(b, b->state->contVal.type == jbvArray ? WJB_ELEM : WJB_VALUE, &v);
 }
 
-static const JsonSemAction queen_jsonb_actions =
-{
-	.object_start = queen_jsonb_object_start,
-	.object_end = queen_jsonb_object_end,
-	.array_start = queen_jsonb_array_start,
-	.array_end = queen_jsonb_array_end,
-	.object_field_start = queen_jsonb_field,
-	.scalar = queen_jsonb_scalar,
-};
-
 /*
  * The jsonb of a stored payload, or NULL with *problem set when it is not
  * JSON (not UTF-8, or a syntax error): one lexer pass that checks and builds.
@@ -188,8 +170,6 @@ static const JsonSemAction queen_jsonb_actions =
 Datum
 queen_payload_jsonb(const char *payload, size_t len, char **problem)
 {
-	JsonLexContext *lex;
-	JsonParseErrorType result;
 	JsonSemAction sem;
 	QueenJsonbBuild build;
 
@@ -209,16 +189,11 @@ queen_payload_jsonb(const char *payload, size_t len, char **problem)
 		return (Datum) 0;
 	}
 	memset(&build, 0, sizeof(build));
-	sem = queen_jsonb_actions;
-	sem.semstate = &build;
-	lex = makeJsonLexContextCstringLen(unconstify(char *, payload), (int) len,
-									   PG_UTF8, true);
-	result = pg_parse_json(lex, &sem);
-	if (result != JSON_SUCCESS)
-	{
-		*problem = json_errdetail(result, lex);
+	queen_json_sem(&sem, &build, queen_jsonb_open, queen_jsonb_close, queen_jsonb_field,
+				   NULL, NULL, queen_jsonb_scalar);
+	*problem = queen_json_walk(payload, len, &sem);
+	if (*problem != NULL)
 		return (Datum) 0;
-	}
 	return JsonbPGetDatum(JsonbValueToJsonb(build.res));
 }
 

@@ -239,7 +239,7 @@ queen_consume_ack_items(QueenOpCall *call, QueenAckRequest *a)
 		QueenArgsAckItem *w = &a->wire[i];
 		QueenAckItem *it;
 
-		if (!queen_wire_get_fields(&r, &queen_control_op(call->op)->items, w))
+		if (!queen_wire_get_fields(&r, queen_control_op(call->op)->items, w))
 			return false;
 		a->slot[i] = -1;
 		if (!(w->flags & QUEEN_ACK_ITEM_VALID))

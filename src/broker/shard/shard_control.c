@@ -75,7 +75,7 @@ queen_shard_take_control(int listener, StringInfo raw)
 	c->def = queen_control_op(m.op);
 	if (c->def != NULL)
 	{
-		void	   *args = palloc0(Max(c->def->args.size, 1));
+		void	   *args = palloc0(c->def->args != NULL ? c->def->args->size : 1);
 
 		queen_wire_reader(&c->call.items, c->arg, m.arg.len);
 		if (queen_control_get_args(&c->call.items, m.op, args))
