@@ -14,9 +14,11 @@
  * keys it did not ask for.  Callers keep away first what would make the
  * lexer raise (bad UTF-8, nesting deep enough to exhaust the stack).
  *
- * The push body (push_body.c) and a payload's checks (validate.c) and
- * jsonb (read.c) walk the lexer themselves: they stream items with their
- * payloads' raw bytes, or look at every value, not at named keys.
+ * A payload's check (validate.c) and its jsonb (read.c) look at every
+ * value, not at named keys: they give queen_json_walk callbacks of their
+ * own, set by queen_json_sem, one for a container's opening whatever its
+ * kind (queen_json_opens_object tells).  The push body (push_body.c) runs
+ * the lexer itself, since it keeps each payload as a raw span of the body.
  *
  *-------------------------------------------------------------------------
  */
