@@ -75,12 +75,12 @@ queen_control_op(uint8 op)
 	return &queen_control_ops[op];
 }
 
-/* An operation's arguments, or one of its items; only for one that has them. */
+/* An operation's arguments (nothing for one that has none), or one of its items. */
 void
 queen_control_put_args(StringInfo arg, uint8 op, const void *args)
 {
-	Assert(queen_control_op(op)->args != NULL);
-	queen_wire_put_fields(arg, queen_control_op(op)->args, args);
+	if (queen_control_op(op)->args != NULL)
+		queen_wire_put_fields(arg, queen_control_op(op)->args, args);
 }
 
 void
