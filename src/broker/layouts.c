@@ -117,6 +117,20 @@ static const QueenWireField queen_group_delete_fields[] = {
 	QUEEN_WIRE_FIELD(QueenArgsGroupDelete, delete_metadata, QUEEN_WIRE_U8),
 };
 
+static const QueenWireField queen_txn_fields[] = {
+	QUEEN_WIRE_FIELD(QueenArgsTxn, nitems, QUEEN_WIRE_I32),
+};
+
+static const QueenWireField queen_txn_item_fields[] = {
+	QUEEN_WIRE_FIELD(QueenArgsTxnItem, kind, QUEEN_WIRE_U8),
+	QUEEN_WIRE_FIELD(QueenArgsTxnItem, queue, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTxnItem, partition, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTxnItem, txn, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTxnItem, frame, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTxnItem, group, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTxnItem, lease, QUEEN_WIRE_TEXT),
+};
+
 const QueenWireLayout queen_args_text = QUEEN_WIRE_LAYOUT(QueenArgsText, queen_text_fields);
 const QueenWireLayout queen_args_pop = QUEEN_WIRE_LAYOUT(QueenArgsPop, queen_pop_fields);
 const QueenWireLayout queen_args_ack = QUEEN_WIRE_LAYOUT(QueenArgsAck, queen_ack_fields);
@@ -124,3 +138,5 @@ const QueenWireLayout queen_args_ack_item = QUEEN_WIRE_LAYOUT(QueenArgsAckItem, 
 const QueenWireLayout queen_args_renew = QUEEN_WIRE_LAYOUT(QueenArgsRenew, queen_renew_fields);
 const QueenWireLayout queen_args_dlq = QUEEN_WIRE_LAYOUT(QueenArgsDlq, queen_dlq_fields);
 const QueenWireLayout queen_args_group_delete = QUEEN_WIRE_LAYOUT(QueenArgsGroupDelete, queen_group_delete_fields);
+const QueenWireLayout queen_args_txn = QUEEN_WIRE_LAYOUT(QueenArgsTxn, queen_txn_fields);
+const QueenWireLayout queen_args_txn_item = QUEEN_WIRE_LAYOUT(QueenArgsTxnItem, queen_txn_item_fields);

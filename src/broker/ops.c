@@ -64,6 +64,13 @@ static const QueenControlOpDef queen_control_ops[QUEEN_CONTROL_NOPS] = {
 		&queen_args_group_delete, NULL,
 		queen_op_group_delete_run, queen_op_group_delete_render, NULL, NULL, NULL
 	},
+	/* pushes lock partition rows before its acks lock consumer rows: alone */
+	[QUEEN_CONTROL_TXN] = {
+		"transaction", "queen: transaction", QUEEN_OP_CONSUMES,
+		&queen_args_txn, &queen_args_txn_item,
+		queen_op_txn_run, queen_op_txn_render, queen_op_txn_fail, NULL,
+		queen_op_txn_committed
+	},
 };
 
 /* The operation's row, or NULL for a number no row has. */

@@ -36,6 +36,7 @@ typedef enum QueenControlOp
 	QUEEN_CONTROL_RENEW,
 	QUEEN_CONTROL_DLQ,
 	QUEEN_CONTROL_DELETE_GROUP,
+	QUEEN_CONTROL_TXN,
 	QUEEN_CONTROL_NOPS
 } QueenControlOp;
 
@@ -125,6 +126,27 @@ typedef struct QueenArgsGroupDelete
 	uint8		delete_metadata;
 } QueenArgsGroupDelete;
 
+/* TXN: how many items follow (QueenArgsTxnItem each), in request order. */
+typedef struct QueenArgsTxn
+{
+	int32		nitems;
+} QueenArgsTxn;
+
+#define QUEEN_TXN_PUSH		1	/* queue, partition, txn, frame */
+#define QUEEN_TXN_ACK		2	/* group; a QueenArgsAckItem follows */
+#define QUEEN_TXN_LEASE		3	/* lease: one of the request's requiredLeases */
+
+typedef struct QueenArgsTxnItem
+{
+	uint8		kind;			/* QUEEN_TXN_* */
+	QueenWireText queue;
+	QueenWireText partition;
+	QueenWireText txn;
+	QueenWireText frame;		/* a push: its frame, packed as stored */
+	QueenWireText group;		/* an ack's; absent: queue mode */
+	QueenWireText lease;
+} QueenArgsTxnItem;
+
 /* One run of an operation in the shard. */
 typedef struct QueenOpCall
 {
@@ -177,6 +199,8 @@ extern const QueenWireLayout queen_args_ack_item;
 extern const QueenWireLayout queen_args_renew;
 extern const QueenWireLayout queen_args_dlq;
 extern const QueenWireLayout queen_args_group_delete;
+extern const QueenWireLayout queen_args_txn;
+extern const QueenWireLayout queen_args_txn_item;
 
 extern const QueenControlOpDef *queen_control_op(uint8 op);
 extern void queen_control_put_args(StringInfo arg, uint8 op, const void *args);

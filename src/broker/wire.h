@@ -60,6 +60,14 @@ typedef struct QueenWireText
 	uint32		len;
 } QueenWireText;
 
+static inline QueenWireText
+queen_wire_text(const char *s, Size len)
+{
+	QueenWireText t = {s, (uint32) (s != NULL ? len : 0)};
+
+	return t;
+}
+
 /*
  * One struct per message type, request first (every message's head is its
  * type and request id); strings point into the message.

@@ -125,6 +125,7 @@ typedef struct QueenShapeWalk
 	QueenJsonValue *pending;	/* where the next value goes, or NULL */
 	int			pending_key;	/* its index, at the root */
 	int			pending_depth;
+	QueenJsonValue *spanning[4];	/* a captured container open at each depth */
 } QueenShapeWalk;
 
 static QueenJsonValue *
@@ -144,6 +145,8 @@ queen_shape_record(QueenShapeWalk *w, JsonTokenType type, char *str)
 	w->pending->type = type;
 	w->pending->str = str;
 	w->pending->len = str != NULL ? strlen(str) : 0;
+	w->pending->span = NULL;
+	w->pending->span_len = 0;
 	w->pending = NULL;
 }
 
@@ -216,7 +219,10 @@ queen_shape_open(void *state)
 	else if (w->depth == 2 && w->in_array)
 	{
 		if (kind == JSON_TOKEN_OBJECT_START)
+		{
 			w->in_element = true;
+			s->element_span = queen_json_lexer->token_start;
+		}
 		else
 			queen_shape_element_end(w, false);
 	}
@@ -234,7 +240,10 @@ queen_shape_open(void *state)
 			if (s->array_begin != NULL)
 				s->array_begin(s->arg);
 		}
+		/* where its text starts: the parser has not consumed the bracket yet */
+		w->spanning[w->depth] = w->pending;
 		queen_shape_record(w, kind, NULL);
+		w->spanning[w->depth]->span = queen_json_lexer->token_start;
 	}
 	w->depth++;
 }
@@ -245,9 +254,19 @@ queen_shape_close(void *state)
 	QueenShapeWalk *w = (QueenShapeWalk *) state;
 
 	w->depth--;
+	if (w->depth < (int) lengthof(w->spanning) && w->spanning[w->depth] != NULL)
+	{
+		QueenJsonValue *v = w->spanning[w->depth];
+
+		/* the closing bracket is consumed: the previous token ends the value */
+		v->span_len = queen_json_lexer->prev_token_terminator - v->span;
+		w->spanning[w->depth] = NULL;
+	}
 	if (w->depth == 2 && w->in_element)
 	{
 		w->in_element = false;
+		w->shape->element_span_len = queen_json_lexer->prev_token_terminator -
+			w->shape->element_span;
 		queen_shape_element_end(w, true);
 	}
 	else if (w->depth == 1)

@@ -15,8 +15,9 @@
 
 /*
  * A value as the body spelt it: absent (JSON_TOKEN_INVALID, the zero), a
- * scalar with its token (a string de-escaped), or a container, kept only
- * as its kind (JSON_TOKEN_OBJECT_START or JSON_TOKEN_ARRAY_START).  The
+ * scalar with its token (a string de-escaped), or a container, kept as its
+ * kind (JSON_TOKEN_OBJECT_START or JSON_TOKEN_ARRAY_START) and the span of
+ * the body it takes, for a caller that reads it further.  The
  * last of duplicate keys wins, as in jsonb.
  */
 typedef struct QueenJsonValue
@@ -24,6 +25,8 @@ typedef struct QueenJsonValue
 	JsonTokenType type;
 	char	   *str;
 	size_t		len;
+	const char *span;			/* a container: its text in the body (not a copy) */
+	size_t		span_len;
 } QueenJsonValue;
 
 /* The keys captured at one level, and their values once walked. */
@@ -50,6 +53,8 @@ typedef struct QueenJsonShape
 	 */
 	bool		(*element_end) (void *arg, int index, bool object);
 	void	   *arg;
+	const char *element_span;	/* in element_end: the element's text */
+	size_t		element_span_len;
 	bool		root_object;	/* out: the root is an object */
 } QueenJsonShape;
 

@@ -165,19 +165,7 @@ queen_query_bool(const QueenQuery *q, const char *name, bool dflt, bool *out)
  * ----------------------------------------------------------------
  */
 
-/* The keys of an acknowledgement; a single ack also names its group. */
-typedef enum QueenAckKey
-{
-	QUEEN_ACK_KEY_TXN = 0,
-	QUEEN_ACK_KEY_PARTITION,
-	QUEEN_ACK_KEY_STATUS,
-	QUEEN_ACK_KEY_LEASE,
-	QUEEN_ACK_KEY_ERROR,
-	QUEEN_ACK_KEY_GROUP,
-	QUEEN_ACK_NKEYS
-} QueenAckKey;
-
-static const char *const queen_ack_key_names[QUEEN_ACK_NKEYS] = {
+const char *const queen_ack_key_names[QUEEN_ACK_NKEYS] = {
 	"transactionId", "partitionId", "status", "leaseId", "error", "consumerGroup"
 };
 
@@ -248,8 +236,6 @@ queen_ack_problem(const QueenJsonValue *v, QueenAckInput *it)
 static bool
 queen_ack_item(QueenAckState *st, const QueenJsonValue *v)
 {
-	QueenAckInput *it;
-
 	/* a body refused whole keeps nothing, so a huge one costs no memory */
 	if (st->error != NULL)
 		return false;
@@ -266,7 +252,17 @@ queen_ack_item(QueenAckState *st, const QueenJsonValue *v)
 		st->items = st->items == NULL ? palloc(sizeof(QueenAckInput) * st->maxitems) :
 			repalloc(st->items, sizeof(QueenAckInput) * st->maxitems);
 	}
-	it = &st->items[st->nitems++];
+	queen_ack_input(v, &st->items[st->nitems++]);
+	return true;
+}
+
+/*
+ * One acknowledgement from its keys' values (QUEEN_ACK_KEY_* order), its
+ * problem set if it cannot be applied.  Its strings stay the values'.
+ */
+void
+queen_ack_input(const QueenJsonValue *v, QueenAckInput *it)
+{
 	memset(it, 0, sizeof(*it));
 	if (v[QUEEN_ACK_KEY_TXN].type == JSON_TOKEN_STRING)
 	{
@@ -289,7 +285,6 @@ queen_ack_item(QueenAckState *st, const QueenJsonValue *v)
 		it->error = v[QUEEN_ACK_KEY_ERROR].str;
 		it->error_len = v[QUEEN_ACK_KEY_ERROR].len;
 	}
-	return true;
 }
 
 /* The last acknowledgments array wins. */

@@ -10,6 +10,7 @@
 #define QUEEN_CONSUME_BODY_H
 
 #include "queen.h"
+#include "json_walk.h"
 
 /* A lease extension without "seconds": Queen renews by a minute. */
 #define QUEEN_DEFAULT_LEASE_EXTENSION	60
@@ -39,6 +40,22 @@ typedef struct QueenAckInput
 	Size		error_len;
 	char	   *problem;		/* why the item cannot be applied, or NULL */
 } QueenAckInput;
+
+/* The keys of an acknowledgement, in the order queen_ack_input reads them. */
+typedef enum QueenAckKey
+{
+	QUEEN_ACK_KEY_TXN = 0,
+	QUEEN_ACK_KEY_PARTITION,
+	QUEEN_ACK_KEY_STATUS,
+	QUEEN_ACK_KEY_LEASE,
+	QUEEN_ACK_KEY_ERROR,
+	QUEEN_ACK_KEY_GROUP,		/* a single ack's, or a transaction's ack */
+	QUEEN_ACK_NKEYS
+} QueenAckKey;
+
+extern const char *const queen_ack_key_names[QUEEN_ACK_NKEYS];
+extern void queen_ack_input(const QueenJsonValue *v, QueenAckInput *it);
+extern void queen_put_ack_item(StringInfo arg, const QueenAckInput *in);
 
 extern const char *queen_query_parse(const char *query, const char *const *allowed,
 									 QueenQuery *q);

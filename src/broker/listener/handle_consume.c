@@ -44,14 +44,6 @@
 #define QUEEN_DLQ_DEFAULT_LIMIT		100
 #define QUEEN_DLQ_MAX_LIMIT			10000
 
-static QueenWireText
-queen_text(const char *s, Size len)
-{
-	QueenWireText t = {s, (uint32) (s ? len : 0)};
-
-	return t;
-}
-
 /* A name given in the path or the query; false (and a 400) if it is not one. */
 static bool
 queen_check_param(QueenHttpRequest *req, const char *what, const char *value, Size len)
@@ -80,7 +72,7 @@ queen_take_name(QueenHttpRequest *req, const QueenQuery *q, const QueenRoutePara
 	const char *value = q != NULL ? queen_query_get(q, key, &len) :
 		queen_route_param(params, key, &len);
 
-	*out = queen_text(len > 0 ? value : NULL, len);
+	*out = queen_wire_text(len > 0 ? value : NULL, len);
 	return queen_check_param(req, what, out->data, out->len);
 }
 
@@ -209,10 +201,10 @@ queen_handle_pop(QueenHttpRequest *req, const QueenRouteParams *params)
 		!queen_check_subscription(req, mode, from))
 		return;
 
-	m.queue = queen_text(queue, qlen);
-	m.partition = queen_text(partition, plen);
-	m.sub_mode = queen_text(mode, modelen);
-	m.sub_from = queen_text(from, fromlen);
+	m.queue = queen_wire_text(queue, qlen);
+	m.partition = queen_wire_text(partition, plen);
+	m.sub_mode = queen_wire_text(mode, modelen);
+	m.sub_from = queen_wire_text(from, fromlen);
 	/* an empty answer before then is parked and sent again (longpoll.c) */
 	m.retry_until = wait ? TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms) : 0;
 	initStringInfo(&arg);
@@ -271,24 +263,14 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 	}
 
 	initStringInfo(&arg);
-	head.group = queen_text(group, glen);
+	head.group = queen_wire_text(group, glen);
 	head.nitems = nitems;
 	queen_control_put_args(&arg, QUEEN_CONTROL_ACK, &head);
 	for (i = 0; i < nitems; i++)
 	{
 		QueenAckInput *in = &items[i];
-		QueenArgsAckItem w;
 
-		memset(&w, 0, sizeof(w));
-		w.flags = (in->problem ? 0 : QUEEN_ACK_ITEM_VALID) |
-			(in->status ? QUEEN_ACK_ITEM_STATUS : 0) | (in->error ? QUEEN_ACK_ITEM_ERROR : 0);
-		w.partition_id = (const char *) in->partition_id.data;
-		w.txn = queen_text(in->txn, in->txn_len);
-		w.status = queen_text(in->status, in->status_len);
-		w.lease = queen_text(in->lease, in->lease_len);
-		w.error = queen_text(in->error, in->error_len);
-		w.problem = queen_text(in->problem, in->problem ? strlen(in->problem) : 0);
-		queen_control_put_item(&arg, QUEEN_CONTROL_ACK, &w);
+		queen_put_ack_item(&arg, in);
 		/* the first partition's shard, so one partition's acks meet in one process */
 		if (shard < 0 && in->problem == NULL)
 			shard = (int) (hash_bytes(in->partition_id.data, UUID_LEN) %
@@ -296,6 +278,24 @@ queen_handle_ack_common(QueenHttpRequest *req, bool batch)
 	}
 	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_ACK, shard,
 								arg.data, arg.len);
+}
+
+/* One acknowledgement as it travels: an ack's item, or a transaction's ack. */
+void
+queen_put_ack_item(StringInfo arg, const QueenAckInput *in)
+{
+	QueenArgsAckItem w;
+
+	memset(&w, 0, sizeof(w));
+	w.flags = (in->problem ? 0 : QUEEN_ACK_ITEM_VALID) |
+		(in->status ? QUEEN_ACK_ITEM_STATUS : 0) | (in->error ? QUEEN_ACK_ITEM_ERROR : 0);
+	w.partition_id = (const char *) in->partition_id.data;
+	w.txn = queen_wire_text(in->txn, in->txn_len);
+	w.status = queen_wire_text(in->status, in->status_len);
+	w.lease = queen_wire_text(in->lease, in->lease_len);
+	w.error = queen_wire_text(in->error, in->error_len);
+	w.problem = queen_wire_text(in->problem, in->problem ? strlen(in->problem) : 0);
+	queen_wire_put_fields(arg, &queen_args_ack_item, &w);
 }
 
 void
@@ -345,7 +345,7 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 	}
 	lease = queen_lease_id_normal(pnstrdup(lease, len));
 	len = strlen(lease);
-	m.lease = queen_text(lease, len);
+	m.lease = queen_wire_text(lease, len);
 	m.seconds = seconds;
 	initStringInfo(&arg);
 	queen_control_put_args(&arg, QUEEN_CONTROL_RENEW, &m);
@@ -404,8 +404,8 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 		!queen_take_name(req, &q, NULL, "consumerGroup", "consumerGroup", &m.group) ||
 		!queen_take_name(req, &q, NULL, "partition", "partition name", &m.partition))
 		return;
-	m.from = queen_text(from, fromlen);
-	m.to = queen_text(to, tolen);
+	m.from = queen_wire_text(from, fromlen);
+	m.to = queen_wire_text(to, tolen);
 	m.limit = (int32) limit;
 	m.offset = offset;
 	initStringInfo(&arg);

@@ -40,6 +40,8 @@ static const QueenRoute queen_routes[] = {
 	queen_handle_pop, QUEEN_ROUTE_SHARD},
 	{QUEEN_METHOD(HTTP_GET), "/api/v1/pop",
 	queen_handle_pop, QUEEN_ROUTE_SHARD},
+	{QUEEN_METHOD(HTTP_POST), "/api/v1/transaction",
+	queen_handle_transaction, QUEEN_ROUTE_SHARD},
 	{QUEEN_METHOD(HTTP_POST), "/api/v1/ack",
 	queen_handle_ack, QUEEN_ROUTE_SHARD},
 	{QUEEN_METHOD(HTTP_POST), "/api/v1/ack/batch",

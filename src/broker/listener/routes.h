@@ -66,6 +66,7 @@ extern void queen_handle_push(QueenHttpRequest *req, const QueenRouteParams *par
 
 /* handle_consume.c */
 extern void queen_handle_pop(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_transaction(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_ack(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_ack_batch(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params);

@@ -36,7 +36,7 @@ extern bool queen_shard_run_controls(void);
 /*
  * The operations' functions, named by their rows (ops.c): health,
  * configure and delete queue (shard_admin.c), the consumption operations
- * (shard_consume.c).
+ * (shard_consume.c), a transaction of pushes and acks (shard_txn.c).
  */
 extern void *queen_op_health_run(QueenOpCall *call);
 extern int	queen_op_health_render(QueenOpCall *call, void *result, StringInfo out);
@@ -61,11 +61,19 @@ extern int	queen_op_dlq_render(QueenOpCall *call, void *result, StringInfo out);
 extern void *queen_op_group_delete_run(QueenOpCall *call);
 extern int	queen_op_group_delete_render(QueenOpCall *call, void *result, StringInfo out);
 
+/* POST /api/v1/transaction (shard_txn.c) */
+extern void *queen_op_txn_run(QueenOpCall *call);
+extern int	queen_op_txn_render(QueenOpCall *call, void *result, StringInfo out);
+extern int	queen_op_txn_fail(QueenOpCall *call, const char *message, StringInfo out);
+extern void queen_op_txn_committed(QueenOpCall *call);
+
 /* The consumption transaction around the operations (shard_consume.c) */
 extern void queen_shard_consume_begin(void);
 extern void queen_shard_consume_restamp(void);
 extern void queen_shard_consume_done(bool committed);
 extern void queen_shard_consume_discard(void);
 extern void queen_shard_consume_reset(void);
+extern void queen_consume_wake_released(void);
+extern void queen_ack_item_from_wire(const QueenArgsAckItem *w, QueenAckItem *it);
 
 #endif							/* QUEEN_SHARD_H */

@@ -192,7 +192,7 @@ queen_render_ack_item(StringInfo out, int index, QueenWireText txn, bool success
  * marked them (wait.c) from the consumer rows it locked; they are marked
  * here too, in the ack's transaction, and published after its COMMIT.
  */
-static void
+void
 queen_consume_wake_released(void)
 {
 	const int  *slots;
@@ -246,16 +246,24 @@ queen_consume_ack_items(QueenOpCall *call, QueenAckRequest *a)
 			continue;
 		it = &a->items[a->nvalid];
 		a->slot[i] = a->nvalid++;
-		memcpy(it->partition_id.data, w->partition_id, UUID_LEN);
-		it->transaction_id = pnstrdup(w->txn.data, w->txn.len);
-		it->txn_len = w->txn.len;
-		it->status = queen_ack_status((w->flags & QUEEN_ACK_ITEM_STATUS) ? w->status.data : NULL,
-									  w->status.len);
-		it->lease_id = queen_text_or_null(w->lease);
-		it->error = (w->flags & QUEEN_ACK_ITEM_ERROR) ? pnstrdup(w->error.data, w->error.len) : NULL;
-		it->offset = -1;
+		queen_ack_item_from_wire(w, it);
 	}
 	return r.pos == r.len;
+}
+
+/* An acknowledgement as the core takes it, from the item that carried it. */
+void
+queen_ack_item_from_wire(const QueenArgsAckItem *w, QueenAckItem *it)
+{
+	memset(it, 0, sizeof(*it));
+	memcpy(it->partition_id.data, w->partition_id, UUID_LEN);
+	it->transaction_id = pnstrdup(w->txn.data, w->txn.len);
+	it->txn_len = w->txn.len;
+	it->status = queen_ack_status((w->flags & QUEEN_ACK_ITEM_STATUS) ? w->status.data : NULL,
+								  w->status.len);
+	it->lease_id = queen_text_or_null(w->lease);
+	it->error = (w->flags & QUEEN_ACK_ITEM_ERROR) ? pnstrdup(w->error.data, w->error.len) : NULL;
+	it->offset = -1;
 }
 
 void *

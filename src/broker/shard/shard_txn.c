@@ -1,0 +1,386 @@
+/*-------------------------------------------------------------------------
+ *
+ * shard_txn.c
+ *	  POST /api/v1/transaction in the shard: pushes and acks in one
+ *	  PostgreSQL transaction, all or nothing, through the same cores as a
+ *	  push (bundle.c) and an ack (ack.c).
+ *
+ * The listener has parsed the request, minted every pushed item's id and
+ * packed its frame; the items arrive here in request order.  The run
+ * pushes first: the items grouped by (queue, partition), layer-1
+ * duplicates inside the request first-wins as in a push, every group in
+ * one bundle, which locks its partition rows in ascending id.  Then the
+ * acks: their consumer rows locked at once in ascending (partition, group)
+ * (queen_lock_consumers), then each group's acks.  So a transaction takes
+ * its locks in the global order, after its partitions its consumers, as
+ * every other writer does.
+ *
+ * Anything that would make the answer less than "everything happened"
+ * raises instead: a pushed transactionId already stored, an ack that was
+ * not carried out (unknown message, a lease that is not the live one, a
+ * message already acknowledged).  The transaction rolls back whole, and
+ * the answer says why with nothing written (queen_op_txn_fail).  It runs
+ * alone, never in a shared consumption transaction, whose locks are taken
+ * up front and would come before its partition rows.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "shard.h"
+#include "bundle.h"
+#include "codec.h"
+#include "consume.h"
+#include "metrics.h"
+#include "render.h"
+#include "wake.h"
+#include "worker.h"
+
+#include "miscadmin.h"
+#include "utils/json.h"
+
+#include <signal.h>
+
+/* Why a transaction was refused, for its answer ("reason") and the metrics. */
+typedef enum QueenTxnRefusal
+{
+	QUEEN_TXN_OK = 0,
+	QUEEN_TXN_DUPLICATE,		/* a pushed transactionId is already stored */
+	QUEEN_TXN_ACK_FAILED		/* an ack was not carried out */
+} QueenTxnRefusal;
+
+static QueenTxnRefusal queen_txn_refusal = QUEEN_TXN_OK;
+
+/* One item of the request, decoded, and its outcome. */
+typedef struct QueenTxnItem
+{
+	QueenArgsTxnItem w;
+	QueenArgsAckItem ackw;		/* an ack: the ack item that followed */
+	pg_uuid_t	message_id;		/* a push: its final id (a follower's: its leader's) */
+	bool		duplicate;		/* a push: a layer-1 follower inside the request */
+	QueenAckItem *ack;			/* an ack: its verdict */
+} QueenTxnItem;
+
+typedef struct QueenTxnRun
+{
+	pg_uuid_t	id;				/* the transaction's own id, minted here */
+	QueenTxnItem *items;
+	int			nitems;
+	const char *lease;			/* the only one of requiredLeases, or NULL */
+} QueenTxnRun;
+
+static char *
+queen_txn_text(QueenWireText t)
+{
+	return pnstrdup(t.data != NULL ? t.data : "", t.len);
+}
+
+/* The items after the arguments; false when they are malformed. */
+static bool
+queen_txn_decode(QueenOpCall *call, QueenTxnRun *run)
+{
+	QueenMsgReader r = call->items;
+	const QueenArgsTxn *head = (const QueenArgsTxn *) call->args;
+	int			nleases = 0;
+	int			i;
+
+	/* an item takes at least its kind and six lengths */
+	if (head->nitems < 0 ||
+		(Size) head->nitems > (r.len - r.pos) / (1 + 6 * sizeof(uint32)))
+		return false;
+	run->items = palloc0(sizeof(QueenTxnItem) * Max(head->nitems, 1));
+	run->nitems = head->nitems;
+	run->lease = NULL;
+	for (i = 0; i < head->nitems; i++)
+	{
+		QueenArgsTxnItem *w = &run->items[i].w;
+
+		if (!queen_wire_get_fields(&r, queen_control_op(call->op)->items, w) ||
+			(w->kind == QUEEN_TXN_ACK &&
+			 !queen_wire_get_fields(&r, &queen_args_ack_item, &run->items[i].ackw)))
+			return false;
+		if (w->kind == QUEEN_TXN_LEASE && nleases++ == 0)
+			run->lease = queen_txn_text(w->lease);
+	}
+	/* several leases name no single one: an ack without its own goes without */
+	if (nleases > 1)
+		run->lease = NULL;
+	return r.pos == r.len;
+}
+
+/*
+ * The pushes: one bundle of the request's (queue, partition) groups.  A
+ * transactionId already stored raises, so nothing of the request stays.
+ */
+static void
+queen_txn_push(QueenOpCall *call, QueenTxnRun *run)
+{
+	QueenItemKey *keys = palloc(sizeof(QueenItemKey) * Max(run->nitems, 1));
+	int		   *index = palloc(sizeof(int) * Max(run->nitems, 1));
+	int		   *leader = palloc(sizeof(int) * Max(run->nitems, 1));
+	int		  **members;
+	int		   *nmembers;
+	QueenBundleGroup *groups;
+	int			npush = 0;
+	int			ngroups;
+	int			g,
+				i;
+
+	for (i = 0; i < run->nitems; i++)
+	{
+		QueenArgsTxnItem *w = &run->items[i].w;
+
+		if (w->kind != QUEEN_TXN_PUSH)
+			continue;
+		keys[npush].queue = queen_txn_text(w->queue);
+		keys[npush].partition = queen_txn_text(w->partition);
+		keys[npush].txn = queen_txn_text(w->txn);
+		index[npush++] = i;
+	}
+	if (npush == 0)
+		return;
+	ngroups = queen_group_items(keys, npush, leader, &members, &nmembers);
+	groups = palloc0(sizeof(QueenBundleGroup) * ngroups);
+	for (g = 0; g < ngroups; g++)
+	{
+		StringInfoData frames;
+		int			k;
+
+		initStringInfo(&frames);
+		for (k = 0; k < nmembers[g]; k++)
+		{
+			QueenArgsTxnItem *w = &run->items[index[members[g][k]]].w;
+
+			appendBinaryStringInfo(&frames, w->frame.data, w->frame.len);
+		}
+		queen_bundle_group_init(&groups[g], &call->tenant, keys[members[g][0]].queue,
+								keys[members[g][0]].partition, frames.data, frames.len,
+								nmembers[g]);
+	}
+	queen_bundle_push(groups, ngroups);
+
+	for (g = 0; g < ngroups; g++)
+	{
+		int			k;
+
+		for (k = 0; k < nmembers[g]; k++)
+		{
+			QueenBundleFrame *f = &groups[g].frames[k];
+			const QueenItemKey *key = &keys[members[g][k]];
+
+			if (f->status != QUEEN_SEGMENT_QUEUED)
+			{
+				queen_txn_refusal = QUEEN_TXN_DUPLICATE;
+				ereport(ERROR,
+						(errcode(ERRCODE_UNIQUE_VIOLATION),
+						 errmsg("transactionId \"%s\" is already stored in queue \"%s\" partition \"%s\" (offset " INT64_FORMAT "); the transaction was rolled back",
+								key->txn, key->queue, key->partition, f->offset)));
+			}
+			run->items[index[members[g][k]]].message_id = f->message_id;
+		}
+		queen_wake_mark(&call->tenant, keys[members[g][0]].queue,
+						strlen(keys[members[g][0]].queue));
+	}
+	/* a follower inside the request is its leader's message */
+	for (i = 0; i < npush; i++)
+		if (leader[i] >= 0)
+		{
+			run->items[index[i]].message_id = run->items[index[leader[i]]].message_id;
+			run->items[index[i]].duplicate = true;
+		}
+}
+
+/* One ack as the core takes it; without a lease of its own, the request's only one. */
+static QueenAckItem *
+queen_txn_ack_item(const QueenTxnRun *run, const QueenArgsAckItem *w)
+{
+	QueenAckItem *it = palloc(sizeof(QueenAckItem));
+
+	queen_ack_item_from_wire(w, it);
+	if (it->lease_id == NULL)
+		it->lease_id = run->lease;
+	return it;
+}
+
+/* Ack items by group, then request order: each group is one core call. */
+static const QueenConsumerKey *queen_txn_sort_keys;
+
+static int
+queen_txn_cmp_group(const void *pa, const void *pb)
+{
+	int			a = *(const int *) pa;
+	int			b = *(const int *) pb;
+	int			c = strcmp(queen_txn_sort_keys[a].group, queen_txn_sort_keys[b].group);
+
+	return c != 0 ? c : (a > b) - (a < b);
+}
+
+/* An ack the core did not carry out: the whole transaction goes. */
+static void
+queen_txn_ack_refused(const QueenAckItem *it)
+{
+	char		pid[UUID_LEN * 2 + 5];
+
+	queen_uuid_format(&it->partition_id, pid);
+	queen_txn_refusal = QUEEN_TXN_ACK_FAILED;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("ack of transactionId \"%s\" in partition %s was not applied: %s; the transaction was rolled back",
+					it->transaction_id, pid,
+					it->noop ? "it was already acknowledged" :
+					it->problem != NULL ? it->problem : "not carried out")));
+}
+
+/*
+ * The acks, after the pushes: every consumer row locked first in the
+ * global order, then each group's acks through the core.  One that was
+ * not carried out raises.
+ */
+static void
+queen_txn_ack(QueenTxnRun *run)
+{
+	QueenConsumerKey *keys = palloc(sizeof(QueenConsumerKey) * Max(run->nitems, 1));
+	QueenTxnItem **acks = palloc(sizeof(QueenTxnItem *) * Max(run->nitems, 1));
+	int		   *order = palloc(sizeof(int) * Max(run->nitems, 1));
+	QueenAckItem *batch = palloc(sizeof(QueenAckItem) * Max(run->nitems, 1));
+	int			nacks = 0;
+	int			released = 0;
+	int			i,
+				start;
+
+	for (i = 0; i < run->nitems; i++)
+	{
+		QueenTxnItem *t = &run->items[i];
+
+		if (t->w.kind != QUEEN_TXN_ACK)
+			continue;
+		t->ack = queen_txn_ack_item(run, &t->ackw);
+		keys[nacks].partition_id = t->ack->partition_id;
+		keys[nacks].group = t->w.group.len > 0 ? queen_txn_text(t->w.group) : QUEEN_QUEUE_MODE;
+		order[nacks] = nacks;
+		acks[nacks++] = t;
+	}
+	if (nacks == 0)
+		return;
+	queen_lock_consumers(keys, nacks, NULL, 0);
+
+	queen_txn_sort_keys = keys;
+	qsort(order, nacks, sizeof(int), queen_txn_cmp_group);
+	for (start = 0; start < nacks;)
+	{
+		int			end = start + 1;
+		int			k;
+
+		while (end < nacks && strcmp(keys[order[end]].group, keys[order[start]].group) == 0)
+			end++;
+		for (k = start; k < end; k++)
+			batch[k - start] = *acks[order[k]]->ack;
+		released += queen_ack(keys[order[start]].group, batch, end - start);
+		for (k = start; k < end; k++)
+		{
+			*acks[order[k]]->ack = batch[k - start];
+			if (!batch[k - start].success || batch[k - start].noop)
+				queen_txn_ack_refused(&batch[k - start]);
+		}
+		start = end;
+	}
+	if (released > 0)
+		queen_consume_wake_released();
+}
+
+void *
+queen_op_txn_run(QueenOpCall *call)
+{
+	QueenTxnRun *run = palloc0(sizeof(QueenTxnRun));
+
+	queen_txn_refusal = QUEEN_TXN_OK;
+	if (!queen_txn_decode(call, run))
+	{
+		call->status = 500;
+		call->problem = "malformed transaction items";
+		return NULL;
+	}
+	queen_uuid_v7(&run->id);
+	queen_txn_push(call, run);
+	/* a shard killed with the pushes written and the acks not: the tests' */
+	if (queen_test_fault("shard_kill_in_transaction"))
+		(void) kill(MyProcPid, SIGKILL);
+	queen_txn_ack(run);
+	return run;
+}
+
+/* Queen's answer: the transaction's id and one result per operation, in order. */
+int
+queen_op_txn_render(QueenOpCall *call, void *result, StringInfo out)
+{
+	QueenTxnRun *run = (QueenTxnRun *) result;
+	int			n = 0;
+	int			i;
+
+	(void) call;
+	appendStringInfoString(out, "{\"transactionId\":");
+	queen_render_uuid(out, &run->id);
+	appendStringInfoString(out, ",\"success\":true,\"results\":[");
+	for (i = 0; i < run->nitems; i++)
+	{
+		QueenTxnItem *t = &run->items[i];
+
+		if (t->w.kind == QUEEN_TXN_LEASE)
+			continue;
+		if (n > 0)
+			appendStringInfoChar(out, ',');
+		appendStringInfo(out, "{\"index\":%d,\"type\":\"%s\",\"success\":true,\"transactionId\":",
+						 n++, t->w.kind == QUEEN_TXN_PUSH ? "push" : "ack");
+		queen_render_text(out, queen_txn_text(t->w.kind == QUEEN_TXN_PUSH ? t->w.txn : t->ackw.txn));
+		if (t->w.kind == QUEEN_TXN_PUSH)
+		{
+			appendStringInfoString(out, ",\"messageId\":");
+			queen_render_uuid(out, &t->message_id);
+			appendStringInfoString(out, ",\"queueName\":");
+			queen_render_text(out, queen_txn_text(t->w.queue));
+			if (t->duplicate)
+				appendStringInfoString(out, ",\"duplicate\":true");
+		}
+		else
+			appendStringInfo(out, ",\"error\":null,\"dlq\":%s",
+							 t->ack->dlq ? "true" : "false");
+		appendStringInfoChar(out, '}');
+	}
+	appendStringInfoString(out, "]}");
+	return 200;
+}
+
+/*
+ * The transaction rolled back: nothing of it was written.  A refusal the
+ * run raised is Queen's answer, 200 with success false and why; any other
+ * error is the server's, 500.
+ */
+int
+queen_op_txn_fail(QueenOpCall *call, const char *message, StringInfo out)
+{
+	QueenTxnRefusal refusal = queen_txn_refusal;
+
+	(void) call;
+	queen_txn_refusal = QUEEN_TXN_OK;
+	appendStringInfoString(out, "{\"success\":false,\"error\":");
+	if (refusal == QUEEN_TXN_OK)
+	{
+		queen_count(QUEEN_COUNT_TXN_FAILED, 1);
+		queen_render_text(out, psprintf("transaction failed, nothing was written: %s", message));
+		appendStringInfoString(out, ",\"reason\":\"error\",\"results\":[]}");
+		return 500;
+	}
+	queen_count(refusal == QUEEN_TXN_DUPLICATE ? QUEEN_COUNT_TXN_DUPLICATE :
+				QUEEN_COUNT_TXN_ACK_FAILED, 1);
+	queen_render_text(out, message);
+	appendStringInfo(out, ",\"reason\":\"%s\",\"results\":[]}",
+					 refusal == QUEEN_TXN_DUPLICATE ? "duplicate" : "ack_failed");
+	return 200;
+}
+
+void
+queen_op_txn_committed(QueenOpCall *call)
+{
+	(void) call;
+	queen_count(QUEEN_COUNT_TXN_COMMITTED, 1);
+}
