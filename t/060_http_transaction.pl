@@ -180,6 +180,14 @@ is(stored('out', 'Default'), '', 'nothing of a refused request was stored');
 ($status, $res) = txn({ operations => [ map { { type => 'push', queue => 'out', payload => $_ } } 1 .. 10001 ] });
 is($status, 413, 'more pushed items than queen.max_push_items: 413');
 
+# ---- maintenance mode: pushes wait in the spool, a transaction cannot --------------
+set_maintenance($port, 1);
+($status, $res) = txn({ operations => [ { type => 'push', queue => 'out', partition => 'm', payload => 1 } ] });
+is($status, 503, 'in maintenance mode a transaction is 503');
+like($res->{error}, qr/maintenance mode/, 'and says why');
+set_maintenance($port, 0);
+is(stored('out', 'm'), '', 'and nothing of it was stored');
+
 # ---- metrics -------------------------------------------------------------------
 ok(metric($port, 'queen_transactions_total{result="committed"}') >= 4, 'committed transactions are counted');
 ok(metric($port, 'queen_transactions_total{result="ack_failed"}') >= 5, 'so are failed acks');

@@ -28,6 +28,7 @@
 
 #include "listener.h"
 #include "codec.h"
+#include "maintenance/spool.h"
 #include "consume_body.h"
 #include "json_walk.h"
 #include "ops.h"
@@ -412,6 +413,16 @@ queen_handle_transaction(QueenHttpRequest *req, const QueenRouteParams *params)
 	if (problem != NULL)
 	{
 		queen_respond_error(req, status, problem);
+		return;
+	}
+	/*
+	 * In maintenance mode pushes wait in the spool, and a transaction's
+	 * pushes cannot: stored now, they would overtake what waits there.
+	 */
+	if (queen_maintenance_on())
+	{
+		queen_respond_error(req, 503,
+							"the broker is in maintenance mode: pushes wait in the spool, and a transaction's pushes, which must commit with its acks, cannot; nothing was done, try again when maintenance mode is off");
 		return;
 	}
 	queen_count(QUEEN_COUNT_TXN_REQUESTS, 1);
