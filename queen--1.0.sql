@@ -278,6 +278,42 @@ CREATE INDEX idx_log_dlq_partition_failed_at
 	ON queen.log_dlq (partition_id, failed_at DESC);
 
 ------------------------------------------------------------------------------
+-- Traces: named events a consumer records against a message
+-- (POST /api/v1/traces, src/core/traces.c).  Advisory: a trace names its
+-- message by partition and transactionId and is stored whether or not that
+-- message exists; the maintenance worker removes traces older than
+-- queen.trace_retention_seconds.  trace_names holds the names it may be
+-- found by (GET /api/v1/traces/by-name/:name), one row each.
+------------------------------------------------------------------------------
+CREATE TABLE queen.message_traces (
+	id				uuid PRIMARY KEY,
+	tenant_id		uuid NOT NULL,
+	partition_id	uuid NOT NULL,
+	transaction_id	text NOT NULL,
+	consumer_group	text NOT NULL,
+	event_type		text NOT NULL,
+	data			jsonb NOT NULL,
+	worker_id		text,
+	created_at		timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX idx_message_traces_message
+	ON queen.message_traces (tenant_id, partition_id, transaction_id, created_at);
+CREATE INDEX idx_message_traces_created_at
+	ON queen.message_traces (created_at);
+
+CREATE TABLE queen.message_trace_names (
+	trace_id		uuid NOT NULL REFERENCES queen.message_traces (id) ON DELETE CASCADE,
+	tenant_id		uuid NOT NULL,
+	trace_name		text NOT NULL,
+	created_at		timestamptz NOT NULL,
+	PRIMARY KEY (trace_id, trace_name)
+);
+
+CREATE INDEX idx_message_trace_names_name
+	ON queen.message_trace_names (tenant_id, trace_name, created_at);
+
+------------------------------------------------------------------------------
 -- Spool files the broker's maintenance worker has committed (src/broker/maintenance/drain_file.c).
 -- The row is written in the same transaction as the file's items, so a file
 -- whose deletion a crash interrupted is never replayed twice, whatever the

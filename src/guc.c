@@ -73,6 +73,7 @@ char	   *queen_spool_directory = NULL;
 int			queen_push_statement_timeout_ms = 30000;
 bool		queen_maintenance_mode_setting = false;
 int			queen_consumer_lag_interval_s = 10;
+int			queen_trace_retention_s = 7 * 86400;
 int			queen_dedup_index_min_hashes = 4096;
 char	   *queen_test_fault_setting = NULL;
 
@@ -473,6 +474,15 @@ queen_define_delivery_gucs(GucContext fixed_at_start)
 							"The maintenance worker reads the view at most this often. 0 stops the sampling.",
 							&queen_consumer_lag_interval_s,
 							10, 0, 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.trace_retention",
+							"How long traces (POST /api/v1/traces) are kept.",
+							"The maintenance worker removes older ones, a batch at a time. 0 keeps them.",
+							&queen_trace_retention_s,
+							7 * 86400, 0, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);

@@ -131,6 +131,25 @@ static const QueenWireField queen_txn_item_fields[] = {
 	QUEEN_WIRE_FIELD(QueenArgsTxnItem, lease, QUEEN_WIRE_TEXT),
 };
 
+static const QueenWireField queen_trace_fields[] = {
+	QUEEN_WIRE_FIELD(QueenArgsTrace, partition_id, QUEEN_WIRE_UUID),
+	QUEEN_WIRE_FIELD(QueenArgsTrace, txn, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTrace, group, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTrace, event_type, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTrace, data, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTrace, names, QUEEN_WIRE_TEXT),
+};
+
+static const QueenWireField queen_traces_fields[] = {
+	QUEEN_WIRE_FIELD(QueenArgsTraces, partition_id, QUEEN_WIRE_UUID),
+	QUEEN_WIRE_FIELD(QueenArgsTraces, txn, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTraces, name, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTraces, from, QUEEN_WIRE_I64),
+	QUEEN_WIRE_FIELD(QueenArgsTraces, to, QUEEN_WIRE_I64),
+	QUEEN_WIRE_FIELD(QueenArgsTraces, limit, QUEEN_WIRE_I32),
+	QUEEN_WIRE_FIELD(QueenArgsTraces, offset, QUEEN_WIRE_I64),
+};
+
 const QueenWireLayout queen_args_text = QUEEN_WIRE_LAYOUT(QueenArgsText, queen_text_fields);
 const QueenWireLayout queen_args_pop = QUEEN_WIRE_LAYOUT(QueenArgsPop, queen_pop_fields);
 const QueenWireLayout queen_args_ack = QUEEN_WIRE_LAYOUT(QueenArgsAck, queen_ack_fields);
@@ -140,3 +159,5 @@ const QueenWireLayout queen_args_dlq = QUEEN_WIRE_LAYOUT(QueenArgsDlq, queen_dlq
 const QueenWireLayout queen_args_group_delete = QUEEN_WIRE_LAYOUT(QueenArgsGroupDelete, queen_group_delete_fields);
 const QueenWireLayout queen_args_txn = QUEEN_WIRE_LAYOUT(QueenArgsTxn, queen_txn_fields);
 const QueenWireLayout queen_args_txn_item = QUEEN_WIRE_LAYOUT(QueenArgsTxnItem, queen_txn_item_fields);
+const QueenWireLayout queen_args_trace = QUEEN_WIRE_LAYOUT(QueenArgsTrace, queen_trace_fields);
+const QueenWireLayout queen_args_traces = QUEEN_WIRE_LAYOUT(QueenArgsTraces, queen_traces_fields);

@@ -37,6 +37,10 @@ typedef enum QueenControlOp
 	QUEEN_CONTROL_DLQ,
 	QUEEN_CONTROL_DELETE_GROUP,
 	QUEEN_CONTROL_TXN,
+	QUEEN_CONTROL_TRACE,
+	QUEEN_CONTROL_TRACES_MESSAGE,
+	QUEEN_CONTROL_TRACES_BY_NAME,
+	QUEEN_CONTROL_TRACE_NAMES,
 	QUEEN_CONTROL_NOPS
 } QueenControlOp;
 
@@ -147,6 +151,32 @@ typedef struct QueenArgsTxnItem
 	QueenWireText lease;
 } QueenArgsTxnItem;
 
+/* TRACE: one trace to record; its names joined by 0x1F (a name has no control character). */
+typedef struct QueenArgsTrace
+{
+	const char *partition_id;	/* UUID_LEN bytes */
+	QueenWireText txn;
+	QueenWireText group;		/* absent: queue mode */
+	QueenWireText event_type;
+	QueenWireText data;			/* JSON text */
+	QueenWireText names;
+} QueenArgsTrace;
+
+/*
+ * TRACES_MESSAGE (partition_id, txn), TRACES_BY_NAME (name, from, to and
+ * a page) and TRACE_NAMES (a page): what each reads of these.
+ */
+typedef struct QueenArgsTraces
+{
+	const char *partition_id;
+	QueenWireText txn;
+	QueenWireText name;
+	int64		from;			/* TimestampTz */
+	int64		to;
+	int32		limit;
+	int64		offset;
+} QueenArgsTraces;
+
 /* One run of an operation in the shard. */
 typedef struct QueenOpCall
 {
@@ -201,6 +231,8 @@ extern const QueenWireLayout queen_args_dlq;
 extern const QueenWireLayout queen_args_group_delete;
 extern const QueenWireLayout queen_args_txn;
 extern const QueenWireLayout queen_args_txn_item;
+extern const QueenWireLayout queen_args_trace;
+extern const QueenWireLayout queen_args_traces;
 
 extern const QueenControlOpDef *queen_control_op(uint8 op);
 extern void queen_control_put_args(StringInfo arg, uint8 op, const void *args);

@@ -337,3 +337,67 @@ queen_json_key(const char *text, size_t len, const char *name, QueenJsonValue *v
 		return pstrdup("body must be a JSON object");
 	return NULL;
 }
+
+/* ----------------------------------------------------------------
+ *		An array of strings
+ * ----------------------------------------------------------------
+ */
+
+typedef struct QueenStringArray
+{
+	QueenJsonTake take;
+	void	   *arg;
+	int			depth;
+	int			index;
+	char	   *problem;
+} QueenStringArray;
+
+static void
+queen_strings_open(void *state)
+{
+	QueenStringArray *a = (QueenStringArray *) state;
+
+	if (a->depth++ == 1 && a->problem == NULL)
+		a->problem = psprintf("element %d is not a string", a->index);
+}
+
+static void
+queen_strings_close(void *state)
+{
+	((QueenStringArray *) state)->depth--;
+}
+
+static void
+queen_strings_scalar(void *state, char *token, JsonTokenType type)
+{
+	QueenStringArray *a = (QueenStringArray *) state;
+
+	if (a->depth != 1)
+		return;
+	if (a->problem == NULL)
+		a->problem = type != JSON_TOKEN_STRING ?
+			psprintf("element %d is not a string", a->index) :
+			a->take(a->arg, a->index, token, strlen(token));
+	a->index++;
+}
+
+/*
+ * The strings of a JSON array (text is the array, checked as a body is):
+ * each handed to take in order, de-escaped and its own.  NULL, or why not:
+ * the lexer's error, an element that is not a string, or the first thing
+ * take refused.
+ */
+char *
+queen_json_strings(const char *text, size_t len, QueenJsonTake take, void *arg)
+{
+	QueenStringArray a = {take, arg, 0, 0, NULL};
+	JsonSemAction sem;
+	char	   *problem;
+
+	if (len == 0 || text[0] != '[')
+		return pstrdup("not an array");
+	queen_json_sem(&sem, &a, queen_strings_open, queen_strings_close, NULL, NULL, NULL,
+				   queen_strings_scalar);
+	problem = queen_json_walk(text, len, &sem);
+	return problem != NULL ? problem : a.problem;
+}

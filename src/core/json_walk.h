@@ -69,4 +69,8 @@ extern char *queen_json_key(const char *text, size_t len, const char *name,
 						   QueenJsonValue *value);
 extern const char *queen_json_kind(JsonTokenType type);
 
+/* What queen_json_strings hands each string: NULL to go on, or why not. */
+typedef char *(*QueenJsonTake) (void *arg, int index, char *str, size_t len);
+extern char *queen_json_strings(const char *text, size_t len, QueenJsonTake take, void *arg);
+
 #endif							/* QUEEN_JSON_WALK_H */

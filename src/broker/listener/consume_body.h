@@ -11,6 +11,8 @@
 
 #include "queen.h"
 #include "json_walk.h"
+#include "routes.h"
+#include "wire.h"
 
 /* A lease extension without "seconds": Queen renews by a minute. */
 #define QUEEN_DEFAULT_LEASE_EXTENSION	60
@@ -56,6 +58,14 @@ typedef enum QueenAckKey
 extern const char *const queen_ack_key_names[QUEEN_ACK_NKEYS];
 extern void queen_ack_input(const QueenJsonValue *v, QueenAckInput *it);
 extern void queen_put_ack_item(StringInfo arg, const QueenAckInput *in);
+
+/* A request's query string and the names in it or its path, or a 400 (handle_consume.c) */
+extern bool queen_read_query(QueenHttpRequest *req, const char *const *allowed, QueenQuery *q);
+extern bool queen_take_name(QueenHttpRequest *req, const QueenQuery *q,
+							const QueenRouteParams *params, const char *key, const char *what,
+							QueenWireText *out);
+extern const char *queen_bound_problem(const char *name, const char *value);
+
 
 extern const char *queen_query_parse(const char *query, const char *const *allowed,
 									 QueenQuery *q);

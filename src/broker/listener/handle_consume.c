@@ -64,7 +64,7 @@ queen_check_param(QueenHttpRequest *req, const char *what, const char *value, Si
  * being absent (length 0 on the wire); false, and a 400 that says which,
  * if it is not a name.
  */
-static bool
+bool
 queen_take_name(QueenHttpRequest *req, const QueenQuery *q, const QueenRouteParams *params,
 				const char *key, const char *what, QueenWireText *out)
 {
@@ -88,7 +88,7 @@ static const char *const queen_group_delete_params[] = {"deleteMetadata", NULL};
 static const char *const queen_no_params[] = {NULL};
 
 /* The query string, or a 400. */
-static bool
+bool
 queen_read_query(QueenHttpRequest *req, const char *const *allowed, QueenQuery *q)
 {
 	const char *problem = queen_query_parse(req->query, allowed, q);
@@ -354,7 +354,7 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 }
 
 /* A from or to bound of the listing: "now" or ISO-8601; why not, or NULL. */
-static const char *
+const char *
 queen_bound_problem(const char *name, const char *value)
 {
 	TimestampTz t;

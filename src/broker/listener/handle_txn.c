@@ -231,64 +231,35 @@ queen_txn_element_end(void *arg, int index, bool object)
 }
 
 /* requiredLeases: lease ids a pop answered, each a string holding a UUID. */
-typedef struct QueenTxnLeases
+static char *
+queen_txn_take_lease(void *arg, int index, char *str, size_t len)
 {
-	QueenTxnParse *st;
-	int			depth;
-	int			index;
-} QueenTxnLeases;
-
-static void
-queen_txn_leases_open(void *state)
-{
-	QueenTxnLeases *l = (QueenTxnLeases *) state;
-
-	if (l->depth++ == 1)
-		queen_txn_fail(l->st, psprintf("requiredLeases[%d] must be a string", l->index++));
-}
-
-static void
-queen_txn_leases_close(void *state)
-{
-	((QueenTxnLeases *) state)->depth--;
-}
-
-static void
-queen_txn_leases_scalar(void *state, char *token, JsonTokenType type)
-{
-	QueenTxnLeases *l = (QueenTxnLeases *) state;
-	QueenTxnParse *st = l->st;
+	QueenTxnParse *st = (QueenTxnParse *) arg;
 	pg_uuid_t	lease;
 
-	if (l->depth != 1)
-		return;
-	if (type != JSON_TOKEN_STRING || !queen_uuid_parse(token, &lease))
-		queen_txn_fail(st, psprintf("requiredLeases[%d] must be a UUID (a leaseId a pop answered)",
-									l->index));
-	else if (st->nleases == queen_max_ack_items)
+	(void) len;
+	if (!queen_uuid_parse(str, &lease))
+		return psprintf("requiredLeases[%d] must be a UUID (a leaseId a pop answered)", index);
+	if (st->nleases == queen_max_ack_items)
 	{
 		st->too_many = true;
-		queen_txn_fail(st, psprintf("requiredLeases has more than %d leases (queen.max_ack_items)",
-									queen_max_ack_items));
+		return psprintf("requiredLeases has more than %d leases (queen.max_ack_items)",
+						queen_max_ack_items);
 	}
-	else
+	if (st->nleases == st->maxleases)
 	{
-		if (st->nleases == st->maxleases)
-		{
-			st->maxleases = st->maxleases == 0 ? 8 : st->maxleases * 2;
-			st->leases = st->leases == NULL ? palloc(sizeof(char *) * st->maxleases) :
-				repalloc(st->leases, sizeof(char *) * st->maxleases);
-		}
-		st->leases[st->nleases++] = token;
+		st->maxleases = st->maxleases == 0 ? 8 : st->maxleases * 2;
+		st->leases = st->leases == NULL ? palloc(sizeof(char *) * st->maxleases) :
+			repalloc(st->leases, sizeof(char *) * st->maxleases);
 	}
-	l->index++;
+	st->leases[st->nleases++] = str;
+	return NULL;
 }
 
 static void
 queen_txn_leases(QueenTxnParse *st, const QueenJsonValue *v)
 {
-	QueenTxnLeases l = {st, 0, 0};
-	JsonSemAction sem;
+	char	   *problem;
 
 	if (v->type == JSON_TOKEN_INVALID || v->type == JSON_TOKEN_NULL)
 		return;
@@ -297,9 +268,11 @@ queen_txn_leases(QueenTxnParse *st, const QueenJsonValue *v)
 		queen_txn_fail(st, pstrdup("requiredLeases must be an array"));
 		return;
 	}
-	queen_json_sem(&sem, &l, queen_txn_leases_open, queen_txn_leases_close, NULL, NULL, NULL,
-				   queen_txn_leases_scalar);
-	(void) queen_json_walk(v->span, v->span_len, &sem);
+	problem = queen_json_strings(v->span, v->span_len, queen_txn_take_lease, st);
+	if (problem != NULL && strncmp(problem, "element ", 8) == 0)
+		problem = psprintf("requiredLeases: %s", problem);
+	if (problem != NULL)
+		queen_txn_fail(st, problem);
 }
 
 /* The body's operations and leases; NULL, or why not (*status 400 or 413). */

@@ -67,6 +67,10 @@ extern void queen_handle_push(QueenHttpRequest *req, const QueenRouteParams *par
 /* handle_consume.c */
 extern void queen_handle_pop(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_transaction(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_trace(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_traces_message(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_traces_by_name(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_trace_names(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_ack(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_ack_batch(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params);

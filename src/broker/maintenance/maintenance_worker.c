@@ -3,8 +3,9 @@
  * maintenance_worker.c
  *	  The maintenance worker, which drains the disk spool (spool.c) into
  *	  the database exactly once while maintenance mode (maintenance_mode.c) is
- *	  off, samples the consumer lag for /metrics (lag.c) and sorts stored
- *	  hashes into dedup runs (dedup_index.c).
+ *	  off, samples the consumer lag for /metrics (lag.c), sorts stored
+ *	  hashes into dedup runs (dedup_index.c) and removes traces past
+ *	  queen.trace_retention (traces.c).
  *
  * The drain.  While maintenance mode is off, the worker takes finished
  * spool files oldest first and commits each one in one transaction
@@ -46,6 +47,7 @@
 #include "drain.h"
 #include "maintenance.h"
 #include "spool.h"
+#include "traces.h"
 #include "worker.h"
 
 #include "miscadmin.h"
@@ -84,6 +86,37 @@ typedef struct QueenDrainFile
 static MemoryContext queen_drain_cxt;	/* one pass of the loop */
 static MemoryContext queen_file_cxt;	/* one file: its bytes and groups */
 static HTAB *queen_drain_files = NULL;	/* QueenDrainFile by name */
+
+/* Traces removed per transaction; the sweep looks every minute, or twice a retention. */
+#define QUEEN_TRACE_BATCH			10000
+#define QUEEN_TRACE_SWEEP_MS		60000
+
+static void
+queen_trace_sweep_body(void *arg)
+{
+	TimestampTz cutoff = GetCurrentTimestamp() -
+		(TimestampTz) queen_trace_retention_s * USECS_PER_SEC;
+
+	*(int64 *) arg = queen_traces_expire(cutoff, QUEEN_TRACE_BATCH);
+}
+
+/*
+ * Traces past queen.trace_retention, one bounded batch in a transaction of
+ * its own; true when the batch was full (there may be more).
+ */
+static bool
+queen_trace_sweep(void)
+{
+	QueenTxResult result;
+	int64		removed = 0;
+
+	if (queen_trace_retention_s <= 0 || !queen_worker_extension_present())
+		return false;
+	if (!queen_worker_transact("trace retention", "maintenance", queen_trace_sweep_body,
+							   &removed, &result))
+		return false;
+	return removed == QUEEN_TRACE_BATCH;
+}
 
 /* Refresh the gauges; returns the finished files, oldest first. */
 static List *
@@ -239,7 +272,9 @@ queen_maintenance_main(Datum arg)
 	TimestampTz closing_since = 0;
 	TimestampTz last_lag = 0;
 	TimestampTz last_index = 0;
+	TimestampTz last_traces = 0;
 	bool		index_behind = false;
+	bool		traces_behind = false;
 	HASHCTL		ctl;
 
 	slot = queen_worker_begin(QUEEN_MAINTENANCE, DatumGetInt32(arg));
@@ -312,13 +347,23 @@ queen_maintenance_main(Datum arg)
 			index_behind = queen_worker_extension_present() && queen_dedup_index_pass();
 		}
 
+		/* traces past their retention (traces.c), a batch at a time */
+		if (TimestampDifferenceExceeds(last_traces, now,
+									   Min(QUEEN_TRACE_SWEEP_MS,
+										   (int64) queen_trace_retention_s * 500)) ||
+			traces_behind)
+		{
+			last_traces = now;
+			traces_behind = queen_trace_sweep();
+		}
+
 		files = queen_drain_survey();
 		if (files != NIL && !queen_maintenance_on() && queen_worker_extension_present() &&
 			queen_drain_pass(files) > 0)
 			continue;
 		if (files != NIL)
 			timeout = 100;
-		if (index_behind)
+		if (index_behind || traces_behind)
 			timeout = 1;
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -1,0 +1,296 @@
+/*-------------------------------------------------------------------------
+ *
+ * traces.c
+ *	  Traces: the named events a consumer records against a message while
+ *	  it works on it (POST /api/v1/traces), and the three ways to read them
+ *	  back: a message's, a name's (paged, time-bounded), and the names.
+ *
+ * A trace is advisory.  It names its message by partition and
+ * transactionId and is stored whether or not that message exists: looking
+ * the message up would cost every trace a read of the log, and a trace of
+ * a message retention already removed is still worth keeping.  Traces do
+ * not live for ever: the maintenance worker removes those older than
+ * queen.trace_retention_seconds (queen_traces_expire), in bounded
+ * batches.  None of this is on a push's or a pop's path.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "queen.h"
+#include "codec.h"
+#include "spi.h"
+#include "traces.h"
+
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+static const char *const sql_insert_trace =
+"INSERT INTO queen.message_traces (id, tenant_id, partition_id, transaction_id,"
+"                                  consumer_group, event_type, data)"
+" VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)";
+
+static const char *const sql_insert_names =
+"INSERT INTO queen.message_trace_names (trace_id, tenant_id, trace_name, created_at)"
+" SELECT $1, $2, n, now() FROM unnest($3::text[]) n ON CONFLICT DO NOTHING";
+
+/* The columns every reader returns, and its names (an array). */
+#define QUEEN_TRACE_COLUMNS \
+"t.id, t.partition_id, t.transaction_id, t.consumer_group, t.event_type, t.data::text," \
+" t.worker_id, t.created_at," \
+" ARRAY(SELECT n2.trace_name FROM queen.message_trace_names n2" \
+"        WHERE n2.trace_id = t.id ORDER BY 1)"
+
+static const char *const sql_of_message =
+"SELECT " QUEEN_TRACE_COLUMNS ", NULL::text, NULL::text"
+"  FROM queen.message_traces t"
+" WHERE t.tenant_id = $1 AND t.partition_id = $2 AND t.transaction_id = $3"
+" ORDER BY t.created_at, t.id";
+
+#define QUEEN_BY_NAME_FROM \
+"  FROM queen.message_trace_names n" \
+" WHERE n.tenant_id = $1 AND n.trace_name = $2 AND n.created_at >= $3 AND n.created_at <= $4"
+
+static const char *const sql_by_name_count =
+"SELECT count(*)" QUEEN_BY_NAME_FROM;
+
+static const char *const sql_by_name_page =
+"SELECT " QUEEN_TRACE_COLUMNS ", q.name, p.name"
+"  FROM (SELECT n.trace_id, n.created_at" QUEEN_BY_NAME_FROM
+"         ORDER BY n.created_at, n.trace_id LIMIT $5 OFFSET $6) n"
+"  JOIN queen.message_traces t ON t.id = n.trace_id"
+"  LEFT JOIN queen.log_partitions p ON p.id = t.partition_id"
+"  LEFT JOIN queen.queues q ON q.id = p.queue_id"
+" ORDER BY n.created_at, n.trace_id";
+
+static const char *const sql_names_count =
+"SELECT count(DISTINCT trace_name) FROM queen.message_trace_names WHERE tenant_id = $1";
+
+static const char *const sql_names_page =
+"SELECT n.trace_name, count(*), count(DISTINCT t.transaction_id), max(n.created_at)"
+"  FROM queen.message_trace_names n JOIN queen.message_traces t ON t.id = n.trace_id"
+" WHERE n.tenant_id = $1"
+" GROUP BY n.trace_name ORDER BY max(n.created_at) DESC, n.trace_name LIMIT $2 OFFSET $3";
+
+/* The oldest first, so a batch always takes what is most due. */
+static const char *const sql_expire =
+"DELETE FROM queen.message_traces WHERE id IN"
+" (SELECT id FROM queen.message_traces WHERE created_at < $1 ORDER BY created_at LIMIT $2)";
+
+static SPIPlanPtr queen_trace_insert_plan = NULL;
+static SPIPlanPtr queen_trace_names_insert_plan = NULL;
+static SPIPlanPtr queen_trace_of_message_plan = NULL;
+static SPIPlanPtr queen_trace_by_name_count_plan = NULL;
+static SPIPlanPtr queen_trace_by_name_page_plan = NULL;
+static SPIPlanPtr queen_trace_names_count_plan = NULL;
+static SPIPlanPtr queen_trace_names_page_plan = NULL;
+static SPIPlanPtr queen_trace_expire_plan = NULL;
+
+/* Record one trace in the caller's transaction; its id (a UUIDv7) in *id. */
+void
+queen_trace_record(const QueenTraceInput *in, pg_uuid_t *id)
+{
+	Oid			types[7] = {UUIDOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Oid			name_types[3] = {UUIDOID, UUIDOID, TEXTARRAYOID};
+	Datum		values[7];
+	int			i;
+
+	queen_uuid_v7(id);
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(id);
+	values[1] = UUIDPGetDatum(&in->tenant);
+	values[2] = UUIDPGetDatum(&in->partition_id);
+	values[3] = CStringGetTextDatum(in->transaction_id);
+	values[4] = CStringGetTextDatum(in->consumer_group);
+	values[5] = CStringGetTextDatum(in->event_type);
+	values[6] = CStringGetTextDatum(in->data);
+	queen_exec(queen_plan_once(&queen_trace_insert_plan, sql_insert_trace, 7, types, false),
+			   values, SPI_OK_INSERT, "trace insert");
+	if (in->nnames > 0)
+	{
+		Datum	   *names = palloc(sizeof(Datum) * in->nnames);
+
+		for (i = 0; i < in->nnames; i++)
+			names[i] = CStringGetTextDatum(in->names[i]);
+		values[2] = queen_array_datum(names, in->nnames, TEXTOID);
+		queen_exec(queen_plan_once(&queen_trace_names_insert_plan, sql_insert_names, 3,
+								   name_types, false),
+				   values, SPI_OK_INSERT, "trace names insert");
+	}
+	SPI_finish();
+}
+
+static char *
+queen_trace_text(HeapTuple tuple, TupleDesc desc, int col, MemoryContext out_cxt)
+{
+	char	   *v = SPI_getvalue(tuple, desc, col);
+
+	return v == NULL ? NULL : MemoryContextStrdup(out_cxt, v);
+}
+
+/* One row of a reader's result, copied into out_cxt. */
+static void
+queen_trace_row(QueenTrace *t, HeapTuple tuple, TupleDesc desc, MemoryContext out_cxt)
+{
+	bool		isnull;
+	Datum		names = SPI_getbinval(tuple, desc, 9, &isnull);
+
+	queen_get_uuid(tuple, desc, 1, &t->id);
+	queen_get_uuid(tuple, desc, 2, &t->partition_id);
+	t->transaction_id = queen_trace_text(tuple, desc, 3, out_cxt);
+	t->consumer_group = queen_trace_text(tuple, desc, 4, out_cxt);
+	t->event_type = queen_trace_text(tuple, desc, 5, out_cxt);
+	t->data = queen_trace_text(tuple, desc, 6, out_cxt);
+	t->worker_id = queen_trace_text(tuple, desc, 7, out_cxt);
+	t->created_at = queen_get_timestamptz(tuple, desc, 8);
+	t->queue = queen_trace_text(tuple, desc, 10, out_cxt);
+	t->partition = queen_trace_text(tuple, desc, 11, out_cxt);
+	t->nnames = 0;
+	t->names = NULL;
+	if (!isnull)
+	{
+		Datum	   *elems;
+		int			n;
+		int			i;
+
+		deconstruct_array(DatumGetArrayTypeP(names), TEXTOID, -1, false, TYPALIGN_INT,
+						  &elems, NULL, &n);
+		t->names = MemoryContextAlloc(out_cxt, sizeof(char *) * Max(n, 1));
+		for (i = 0; i < n; i++)
+			t->names[i] = MemoryContextStrdup(out_cxt, TextDatumGetCString(elems[i]));
+		t->nnames = n;
+	}
+}
+
+/* Every row SPI returned, as traces in out_cxt. */
+static int
+queen_trace_rows(QueenTrace **traces, MemoryContext out_cxt)
+{
+	uint64		r;
+
+	*traces = MemoryContextAllocZero(out_cxt, sizeof(QueenTrace) * Max(SPI_processed, 1));
+	for (r = 0; r < SPI_processed; r++)
+		queen_trace_row(&(*traces)[r], SPI_tuptable->vals[r], SPI_tuptable->tupdesc, out_cxt);
+	return (int) SPI_processed;
+}
+
+/* A message's traces, oldest first, in the caller's memory. */
+int
+queen_traces_of_message(const pg_uuid_t *tenant, const pg_uuid_t *partition_id,
+						const char *transaction_id, QueenTrace **traces)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Oid			types[3] = {UUIDOID, UUIDOID, TEXTOID};
+	Datum		values[3];
+	int			n;
+
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(tenant);
+	values[1] = UUIDPGetDatum(partition_id);
+	values[2] = CStringGetTextDatum(transaction_id);
+	queen_exec(queen_plan_once(&queen_trace_of_message_plan, sql_of_message, 3, types, false),
+			   values, SPI_OK_SELECT, "trace listing");
+	n = queen_trace_rows(traces, out_cxt);
+	SPI_finish();
+	return n;
+}
+
+/*
+ * A name's traces recorded between from and to, oldest first, one page of
+ * them; returns how many there are in all.
+ */
+int64
+queen_traces_by_name(const pg_uuid_t *tenant, const char *name, TimestampTz from,
+					 TimestampTz to, int limit, int64 offset, QueenTrace **traces, int *ntraces)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Oid			types[6] = {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID};
+	Datum		values[6];
+	int64		total;
+
+	*traces = NULL;
+	*ntraces = 0;
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(tenant);
+	values[1] = CStringGetTextDatum(name);
+	values[2] = TimestampTzGetDatum(from);
+	values[3] = TimestampTzGetDatum(to);
+	values[4] = Int64GetDatum((int64) limit);
+	values[5] = Int64GetDatum(offset);
+	queen_exec(queen_plan_once(&queen_trace_by_name_count_plan, sql_by_name_count, 4, types,
+							   false),
+			   values, SPI_OK_SELECT, "trace count");
+	total = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (total > 0 && limit > 0)
+	{
+		queen_exec(queen_plan_once(&queen_trace_by_name_page_plan, sql_by_name_page, 6, types,
+								   false),
+				   values, SPI_OK_SELECT, "trace listing by name");
+		*ntraces = queen_trace_rows(traces, out_cxt);
+	}
+	SPI_finish();
+	return total;
+}
+
+/* The names traces carry, most recently seen first, one page; how many in all. */
+int64
+queen_trace_names(const pg_uuid_t *tenant, int limit, int64 offset, QueenTraceName **names,
+				  int *nnames)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Oid			types[3] = {UUIDOID, INT8OID, INT8OID};
+	Datum		values[3];
+	int64		total;
+	uint64		r;
+
+	*names = NULL;
+	*nnames = 0;
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(tenant);
+	values[1] = Int64GetDatum((int64) limit);
+	values[2] = Int64GetDatum(offset);
+	queen_exec(queen_plan_once(&queen_trace_names_count_plan, sql_names_count, 1, types, false),
+			   values, SPI_OK_SELECT, "trace name count");
+	total = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (total > 0 && limit > 0)
+	{
+		queen_exec(queen_plan_once(&queen_trace_names_page_plan, sql_names_page, 3, types,
+								   false),
+				   values, SPI_OK_SELECT, "trace name listing");
+		*names = MemoryContextAllocZero(out_cxt, sizeof(QueenTraceName) * Max(SPI_processed, 1));
+		for (r = 0; r < SPI_processed; r++)
+		{
+			QueenTraceName *n = &(*names)[r];
+			HeapTuple	tuple = SPI_tuptable->vals[r];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+
+			n->name = queen_trace_text(tuple, desc, 1, out_cxt);
+			n->traces = queen_get_int64(tuple, desc, 2);
+			n->messages = queen_get_int64(tuple, desc, 3);
+			n->last_seen = queen_get_timestamptz(tuple, desc, 4);
+		}
+		*nnames = (int) SPI_processed;
+	}
+	SPI_finish();
+	return total;
+}
+
+/* Remove at most limit traces recorded before before, the oldest first; how many went. */
+int64
+queen_traces_expire(TimestampTz before, int limit)
+{
+	Oid			types[2] = {TIMESTAMPTZOID, INT8OID};
+	Datum		values[2];
+	int64		removed;
+
+	queen_spi_connect();
+	values[0] = TimestampTzGetDatum(before);
+	values[1] = Int64GetDatum((int64) limit);
+	queen_exec(queen_plan_once(&queen_trace_expire_plan, sql_expire, 2, types, false),
+			   values, SPI_OK_DELETE, "trace expiry");
+	removed = (int64) SPI_processed;
+	SPI_finish();
+	return removed;
+}
