@@ -53,6 +53,84 @@ queen_render_uuid(StringInfo out, const pg_uuid_t *id)
 	appendStringInfoChar(out, '"');
 }
 
+/* One value of an object by its field's kind. */
+static void
+queen_render_value(StringInfo out, const QueenRenderField *f, const char *obj)
+{
+	const void *v = obj + f->offset;
+	int			i;
+
+	switch ((QueenRenderKind) f->kind)
+	{
+		case QUEEN_RENDER_TEXT:
+			queen_render_text(out, *(char *const *) v);
+			break;
+		case QUEEN_RENDER_JSON:
+			appendStringInfoString(out, *(char *const *) v != NULL ? *(char *const *) v : "null");
+			break;
+		case QUEEN_RENDER_UUID:
+			queen_render_uuid(out, (const pg_uuid_t *) v);
+			break;
+		case QUEEN_RENDER_TIME:
+			queen_render_timestamp(out, *(const TimestampTz *) v);
+			break;
+		case QUEEN_RENDER_I32:
+			appendStringInfo(out, "%d", *(const int32 *) v);
+			break;
+		case QUEEN_RENDER_I64:
+			appendStringInfo(out, INT64_FORMAT, *(const int64 *) v);
+			break;
+		case QUEEN_RENDER_TEXTS:
+			appendStringInfoChar(out, '[');
+			for (i = 0; i < ((const QueenTexts *) v)->n; i++)
+			{
+				if (i > 0)
+					appendStringInfoChar(out, ',');
+				queen_render_text(out, ((const QueenTexts *) v)->items[i]);
+			}
+			appendStringInfoChar(out, ']');
+			break;
+		case QUEEN_RENDER_NULL:
+			appendStringInfoString(out, "null");
+			break;
+	}
+}
+
+/* An object of a core result, keys in the shape's order. */
+void
+queen_render_object(StringInfo out, const QueenRenderShape *shape, const void *obj)
+{
+	int			i;
+
+	appendStringInfoChar(out, '{');
+	for (i = 0; i < shape->nfields; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(out, ',');
+		escape_json(out, shape->fields[i].key);
+		appendStringInfoChar(out, ':');
+		queen_render_value(out, &shape->fields[i], (const char *) obj);
+	}
+	appendStringInfoChar(out, '}');
+}
+
+/* n objects of size bytes each, as a JSON array. */
+void
+queen_render_objects(StringInfo out, const QueenRenderShape *shape, const void *objs, Size size,
+					 int n)
+{
+	int			i;
+
+	appendStringInfoChar(out, '[');
+	for (i = 0; i < n; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(out, ',');
+		queen_render_object(out, shape, (const char *) objs + size * i);
+	}
+	appendStringInfoChar(out, ']');
+}
+
 /* A string, escaped; NULL renders null. */
 void
 queen_render_text(StringInfo out, const char *s)

@@ -52,6 +52,13 @@ struct HTAB;
 extern struct HTAB *queen_hash_create(const char *name, Size keysize, Size entrysize,
 									  long nelem, MemoryContext cxt);
 
+/* A list of strings a core result carries (a trace's names). */
+typedef struct QueenTexts
+{
+	char	  **items;
+	int			n;
+} QueenTexts;
+
 /* ----------------------------------------------------------------
  *		The log (log_write.h, log_read.h, dedup_cache.h, spi.h)
  * ----------------------------------------------------------------

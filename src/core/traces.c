@@ -147,8 +147,8 @@ queen_trace_row(QueenTrace *t, HeapTuple tuple, TupleDesc desc, MemoryContext ou
 	t->created_at = queen_get_timestamptz(tuple, desc, 8);
 	t->queue = queen_trace_text(tuple, desc, 10, out_cxt);
 	t->partition = queen_trace_text(tuple, desc, 11, out_cxt);
-	t->nnames = 0;
-	t->names = NULL;
+	t->names.n = 0;
+	t->names.items = NULL;
 	if (!isnull)
 	{
 		Datum	   *elems;
@@ -157,10 +157,10 @@ queen_trace_row(QueenTrace *t, HeapTuple tuple, TupleDesc desc, MemoryContext ou
 
 		deconstruct_array(DatumGetArrayTypeP(names), TEXTOID, -1, false, TYPALIGN_INT,
 						  &elems, NULL, &n);
-		t->names = MemoryContextAlloc(out_cxt, sizeof(char *) * Max(n, 1));
+		t->names.items = MemoryContextAlloc(out_cxt, sizeof(char *) * Max(n, 1));
 		for (i = 0; i < n; i++)
-			t->names[i] = MemoryContextStrdup(out_cxt, TextDatumGetCString(elems[i]));
-		t->nnames = n;
+			t->names.items[i] = MemoryContextStrdup(out_cxt, TextDatumGetCString(elems[i]));
+		t->names.n = n;
 	}
 }
 

@@ -36,8 +36,7 @@ typedef struct QueenTrace
 	TimestampTz created_at;
 	char	   *queue;			/* NULL once the partition is gone */
 	char	   *partition;
-	char	  **names;
-	int			nnames;
+	QueenTexts	names;
 } QueenTrace;
 
 typedef struct QueenTraceName

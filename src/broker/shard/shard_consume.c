@@ -455,39 +455,6 @@ queen_consume_bound(QueenWireText t, TimestampTz absent, TimestampTz *out)
 	return queen_parse_iso8601(text, out);
 }
 
-static void
-queen_render_dlq_entry(StringInfo out, const QueenDlqEntry *e)
-{
-	appendStringInfoString(out, "{\"id\":");
-	queen_render_uuid(out, &e->id);
-	appendStringInfoString(out, ",\"messageId\":");
-	queen_render_uuid(out, &e->message_id);
-	appendStringInfoString(out, ",\"partitionId\":");
-	queen_render_uuid(out, &e->partition_id);
-	appendStringInfoString(out, ",\"transactionId\":");
-	queen_render_text(out, e->transaction_id);
-	appendStringInfoString(out, ",\"consumerGroup\":");
-	queen_render_text(out, e->consumer_group);
-	appendStringInfoString(out, ",\"errorMessage\":");
-	queen_render_text(out, e->error);
-	appendStringInfo(out, ",\"retryCount\":%d,\"originalCreatedAt\":", e->retry_count);
-	queen_render_timestamp(out, e->created_at);
-	appendStringInfoString(out, ",\"movedToDlqAt\":");
-	queen_render_timestamp(out, e->failed_at);
-	appendStringInfoString(out, ",\"queueName\":");
-	queen_render_text(out, e->queue);
-	appendStringInfoString(out, ",\"namespace\":");
-	queen_render_text(out, e->namespace_name);
-	appendStringInfoString(out, ",\"task\":");
-	queen_render_text(out, e->task);
-	appendStringInfoString(out, ",\"partitionName\":");
-	queen_render_text(out, e->partition);
-	appendStringInfoString(out, ",\"data\":");
-	/* the snapshot is JSON text already */
-	appendStringInfoString(out, e->payload ? e->payload : "null");
-	appendStringInfoChar(out, '}');
-}
-
 /* A dead-letter listing as run. */
 typedef struct QueenDlqRun
 {
@@ -525,17 +492,11 @@ int
 queen_op_dlq_render(QueenOpCall *call, void *result, StringInfo out)
 {
 	QueenDlqRun *d = (QueenDlqRun *) result;
-	int			i;
 
 	(void) call;
-	appendStringInfoString(out, "{\"messages\":[");
-	for (i = 0; i < d->n; i++)
-	{
-		if (i > 0)
-			appendStringInfoChar(out, ',');
-		queen_render_dlq_entry(out, &d->entries[i]);
-	}
-	appendStringInfo(out, "],\"total\":" INT64_FORMAT ",\"limit\":%d,\"offset\":" INT64_FORMAT "}",
+	appendStringInfoString(out, "{\"messages\":");
+	queen_render_objects(out, &queen_answer_dlq_entry, d->entries, sizeof(QueenDlqEntry), d->n);
+	appendStringInfo(out, ",\"total\":" INT64_FORMAT ",\"limit\":%d,\"offset\":" INT64_FORMAT "}",
 					 d->total, d->f.limit, d->f.offset);
 	return 200;
 }

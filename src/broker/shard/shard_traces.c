@@ -14,8 +14,6 @@
 #include "render.h"
 #include "traces.h"
 
-#include "utils/json.h"
-
 static char *
 queen_trace_wire_text(QueenWireText t)
 {
@@ -106,72 +104,16 @@ queen_op_traces_by_name_run(QueenOpCall *call)
 	return page;
 }
 
-static void
-queen_render_names(StringInfo out, char **names, int n)
-{
-	int			i;
-
-	appendStringInfoChar(out, '[');
-	for (i = 0; i < n; i++)
-	{
-		if (i > 0)
-			appendStringInfoChar(out, ',');
-		queen_render_text(out, names[i]);
-	}
-	appendStringInfoChar(out, ']');
-}
-
-static void
-queen_render_trace(StringInfo out, const QueenTrace *t, bool by_name)
-{
-	appendStringInfoString(out, "{\"id\":");
-	queen_render_uuid(out, &t->id);
-	if (by_name)
-	{
-		appendStringInfoString(out, ",\"transaction_id\":");
-		queen_render_text(out, t->transaction_id);
-		appendStringInfoString(out, ",\"partition_id\":");
-		queen_render_uuid(out, &t->partition_id);
-	}
-	appendStringInfoString(out, ",\"event_type\":");
-	queen_render_text(out, t->event_type);
-	appendStringInfoString(out, ",\"data\":");
-	appendStringInfoString(out, t->data);
-	appendStringInfoString(out, ",\"consumer_group\":");
-	queen_render_text(out, t->consumer_group);
-	appendStringInfoString(out, ",\"worker_id\":");
-	queen_render_text(out, t->worker_id);
-	appendStringInfoString(out, ",\"created_at\":");
-	queen_render_timestamp(out, t->created_at);
-	if (by_name)
-	{
-		appendStringInfoString(out, ",\"queue_name\":");
-		queen_render_text(out, t->queue);
-		appendStringInfoString(out, ",\"partition_name\":");
-		queen_render_text(out, t->partition);
-		appendStringInfoString(out, ",\"message_payload\":null");
-	}
-	appendStringInfoString(out, ",\"trace_names\":");
-	queen_render_names(out, t->names, t->nnames);
-	appendStringInfoChar(out, '}');
-}
-
 /* Queen's answers: {"traces": [...]}, and by name the total and the page. */
 int
 queen_op_traces_render(QueenOpCall *call, void *result, StringInfo out)
 {
 	QueenTracePage *page = (QueenTracePage *) result;
-	int			i;
 
 	(void) call;
-	appendStringInfoString(out, "{\"traces\":[");
-	for (i = 0; i < page->ntraces; i++)
-	{
-		if (i > 0)
-			appendStringInfoChar(out, ',');
-		queen_render_trace(out, &page->traces[i], page->by_name);
-	}
-	appendStringInfoChar(out, ']');
+	appendStringInfoString(out, "{\"traces\":");
+	queen_render_objects(out, page->by_name ? &queen_answer_trace_by_name : &queen_answer_trace,
+						 page->traces, sizeof(QueenTrace), page->ntraces);
 	if (page->by_name)
 		appendStringInfo(out, ",\"total\":" INT64_FORMAT ",\"pagination\":{\"limit\":%d,\"offset\":" INT64_FORMAT "}",
 						 page->total, page->limit, page->offset);
@@ -206,24 +148,12 @@ int
 queen_op_trace_names_render(QueenOpCall *call, void *result, StringInfo out)
 {
 	QueenTraceNamesPage *page = (QueenTraceNamesPage *) result;
-	int			i;
 
 	(void) call;
-	appendStringInfoString(out, "{\"trace_names\":[");
-	for (i = 0; i < page->nnames; i++)
-	{
-		const QueenTraceName *n = &page->names[i];
-
-		if (i > 0)
-			appendStringInfoChar(out, ',');
-		appendStringInfoString(out, "{\"trace_name\":");
-		queen_render_text(out, n->name);
-		appendStringInfo(out, ",\"trace_count\":" INT64_FORMAT ",\"message_count\":" INT64_FORMAT ",\"last_seen\":",
-						 n->traces, n->messages);
-		queen_render_timestamp(out, n->last_seen);
-		appendStringInfoChar(out, '}');
-	}
-	appendStringInfo(out, "],\"total\":" INT64_FORMAT ",\"pagination\":{\"limit\":%d,\"offset\":" INT64_FORMAT "}}",
+	appendStringInfoString(out, "{\"trace_names\":");
+	queen_render_objects(out, &queen_answer_trace_name, page->names, sizeof(QueenTraceName),
+						 page->nnames);
+	appendStringInfo(out, ",\"total\":" INT64_FORMAT ",\"pagination\":{\"limit\":%d,\"offset\":" INT64_FORMAT "}}",
 					 page->total, page->limit, page->offset);
 	return 200;
 }
