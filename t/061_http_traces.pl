@@ -53,6 +53,13 @@ is_deeply($res->{traces}[1]{data}, [ 1, 'two' ], 'an array as data');
 ($status, $res) = http_json($port, 'GET', "/api/v1/traces/$pid/nothing-here");
 is_deeply($res, { traces => [] }, 'a message without traces: an empty list');
 
+# a transactionId longer than a name reads back by its path
+my $long = 'L' x 300;
+($status, $res) = trace({ transactionId => $long, partitionId => $pid, data => { long => 1 } });
+ok($res->{success}, 'a trace of a 300-byte transactionId');
+($status, $res) = http_json($port, 'GET', "/api/v1/traces/$pid/$long");
+is(scalar @{ $res->{traces} }, 1, 'reads back by its path');
+
 # ---- by name, paged ---------------------------------------------------------------
 ($status, $res) = http_json($port, 'GET', '/api/v1/traces/by-name/order-1');
 is($status, 200, 'by name: 200');

@@ -207,17 +207,25 @@ queen_handle_traces_message(QueenHttpRequest *req, const QueenRouteParams *param
 	QueenArgsTraces a;
 	pg_uuid_t	pid;
 	Size		len = 0;
-	const char *partition = queen_route_param(params, "partitionId", &len);
+	const char *partition = queen_route_param(params, "partitionId", NULL);
+	const char *txn = queen_route_param(params, "transactionId", &len);
+	const char *problem;
 
 	memset(&a, 0, sizeof(a));
-	if (!queen_read_query(req, queen_trace_no_params, &q) ||
-		!queen_take_name(req, NULL, params, "transactionId", "transactionId", &a.txn))
+	if (!queen_read_query(req, queen_trace_no_params, &q))
 		return;
 	if (partition == NULL || !queen_uuid_parse(partition, &pid))
 	{
 		queen_respond_error(req, 400, "partitionId must be a UUID");
 		return;
 	}
+	/* a transactionId, not a name: as long as a push allows */
+	if ((problem = queen_name_problem(txn, len, QUEEN_MAX_TXN_BYTES)) != NULL)
+	{
+		queen_respond_error(req, 400, psprintf("transactionId %s", problem));
+		return;
+	}
+	a.txn = queen_wire_text(txn, len);
 	a.partition_id = (const char *) pid.data;
 	queen_traces_submit(req, QUEEN_CONTROL_TRACES_MESSAGE, &a);
 }
