@@ -141,6 +141,7 @@ static const QueenWireField queen_trace_fields[] = {
 };
 
 static const QueenWireField queen_traces_fields[] = {
+	QUEEN_WIRE_FIELD(QueenArgsTraces, listing, QUEEN_WIRE_U8),
 	QUEEN_WIRE_FIELD(QueenArgsTraces, partition_id, QUEEN_WIRE_UUID),
 	QUEEN_WIRE_FIELD(QueenArgsTraces, txn, QUEEN_WIRE_TEXT),
 	QUEEN_WIRE_FIELD(QueenArgsTraces, name, QUEEN_WIRE_TEXT),

@@ -317,14 +317,10 @@ static const QueenMetricDef queen_metric_defs[] = {
 
 	/* transactions of pushes and acks */
 	QUEEN_COUNTER("queen_transactions_total", "result=\"committed\"",
-				  "Transactions by outcome: committed, or rolled back whole because a pushed transactionId was already stored, because an ack was not carried out, or by an error of the server (lock timeouts are in queen_consume_lock_timeouts_total).",
-				  QUEEN_COUNT_TXN_COMMITTED),
+				  "Transactions by outcome: committed, or rolled back whole because a pushed transactionId was already stored, because an ack was not carried out, or by an error of the server (lock timeouts are in queen_consume_lock_timeouts_total).", QUEEN_COUNT_TXN_COMMITTED),
 	QUEEN_SAMPLE("queen_transactions_total", "result=\"duplicate\"", QUEEN_COUNT_TXN_DUPLICATE),
 	QUEEN_SAMPLE("queen_transactions_total", "result=\"ack_failed\"", QUEEN_COUNT_TXN_ACK_FAILED),
 	QUEEN_SAMPLE("queen_transactions_total", "result=\"error\"", QUEEN_COUNT_TXN_FAILED),
-	QUEEN_COUNTER("queen_transaction_requests_total", NULL,
-				  "Transaction requests (POST /api/v1/transaction) sent to a shard.",
-				  QUEEN_COUNT_TXN_REQUESTS),
 
 	/* the push permit pool, and the shards */
 	QUEEN_FAMILY(queen_permits_render),

@@ -70,7 +70,6 @@ typedef enum QueenCounter
 	QUEEN_COUNT_CONSUME_LOCK_TIMEOUTS,
 
 	/* transactions (POST /api/v1/transaction) */
-	QUEEN_COUNT_TXN_REQUESTS,
 	QUEEN_COUNT_TXN_COMMITTED,
 	QUEEN_COUNT_TXN_DUPLICATE,	/* rolled back: a pushed transactionId was stored */
 	QUEEN_COUNT_TXN_ACK_FAILED, /* rolled back: an ack was not carried out */

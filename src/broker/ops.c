@@ -76,20 +76,10 @@ static const QueenControlOpDef queen_control_ops[QUEEN_CONTROL_NOPS] = {
 		&queen_args_trace, NULL,
 		queen_op_trace_run, queen_op_trace_render, NULL, NULL, NULL
 	},
-	[QUEEN_CONTROL_TRACES_MESSAGE] = {
-		"trace listing", "queen: traces of a message", 0,
+	[QUEEN_CONTROL_TRACES] = {
+		"trace listing", "queen: traces", 0,
 		&queen_args_traces, NULL,
-		queen_op_traces_message_run, queen_op_traces_render, NULL, NULL, NULL
-	},
-	[QUEEN_CONTROL_TRACES_BY_NAME] = {
-		"trace listing by name", "queen: traces by name", 0,
-		&queen_args_traces, NULL,
-		queen_op_traces_by_name_run, queen_op_traces_render, NULL, NULL, NULL
-	},
-	[QUEEN_CONTROL_TRACE_NAMES] = {
-		"trace names", "queen: trace names", 0,
-		&queen_args_traces, NULL,
-		queen_op_trace_names_run, queen_op_trace_names_render, NULL, NULL, NULL
+		queen_op_traces_run, queen_op_traces_render, NULL, NULL, NULL
 	},
 };
 

@@ -38,9 +38,7 @@ typedef enum QueenControlOp
 	QUEEN_CONTROL_DELETE_GROUP,
 	QUEEN_CONTROL_TXN,
 	QUEEN_CONTROL_TRACE,
-	QUEEN_CONTROL_TRACES_MESSAGE,
-	QUEEN_CONTROL_TRACES_BY_NAME,
-	QUEEN_CONTROL_TRACE_NAMES,
+	QUEEN_CONTROL_TRACES,
 	QUEEN_CONTROL_NOPS
 } QueenControlOp;
 
@@ -162,12 +160,14 @@ typedef struct QueenArgsTrace
 	QueenWireText names;
 } QueenArgsTrace;
 
-/*
- * TRACES_MESSAGE (partition_id, txn), TRACES_BY_NAME (name, from, to and
- * a page) and TRACE_NAMES (a page): what each reads of these.
- */
+/* TRACES: which listing, and what it reads of the rest. */
+#define QUEEN_TRACES_OF_MESSAGE		1	/* partition_id, txn */
+#define QUEEN_TRACES_BY_NAME		2	/* name, from, to, a page */
+#define QUEEN_TRACES_NAMES			3	/* a page */
+
 typedef struct QueenArgsTraces
 {
+	uint8		listing;		/* QUEEN_TRACES_* */
 	const char *partition_id;
 	QueenWireText txn;
 	QueenWireText name;

@@ -188,15 +188,16 @@ queen_handle_trace(QueenHttpRequest *req, const QueenRouteParams *params)
 static const char *const queen_trace_page_params[] = {"limit", "offset", "from", "to", NULL};
 static const char *const queen_trace_no_params[] = {NULL};
 
-/* A reader's arguments to a shard. */
+/* A listing's arguments to a shard. */
 static void
-queen_traces_submit(QueenHttpRequest *req, QueenControlOp op, const QueenArgsTraces *a)
+queen_traces_submit(QueenHttpRequest *req, const QueenArgsTraces *a)
 {
 	StringInfoData arg;
 
 	initStringInfo(&arg);
-	queen_control_put_args(&arg, op, a);
-	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, op, -1, arg.data, arg.len);
+	queen_control_put_args(&arg, QUEEN_CONTROL_TRACES, a);
+	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_TRACES, -1,
+								arg.data, arg.len);
 }
 
 /* GET /api/v1/traces/:partitionId/:transactionId */
@@ -227,7 +228,8 @@ queen_handle_traces_message(QueenHttpRequest *req, const QueenRouteParams *param
 	}
 	a.txn = queen_wire_text(txn, len);
 	a.partition_id = (const char *) pid.data;
-	queen_traces_submit(req, QUEEN_CONTROL_TRACES_MESSAGE, &a);
+	a.listing = QUEEN_TRACES_OF_MESSAGE;
+	queen_traces_submit(req, &a);
 }
 
 /* limit and offset of a reader's page; or a 400. */
@@ -291,7 +293,8 @@ queen_handle_traces_by_name(QueenHttpRequest *req, const QueenRouteParams *param
 	}
 	a.from = queen_traces_bound(from, DT_NOBEGIN);
 	a.to = queen_traces_bound(to, DT_NOEND);
-	queen_traces_submit(req, QUEEN_CONTROL_TRACES_BY_NAME, &a);
+	a.listing = QUEEN_TRACES_BY_NAME;
+	queen_traces_submit(req, &a);
 }
 
 /* GET /api/v1/traces/names?limit=&offset= */
@@ -309,5 +312,6 @@ queen_handle_trace_names(QueenHttpRequest *req, const QueenRouteParams *params)
 	if (!queen_read_query(req, queen_trace_page_params, &q) ||
 		!queen_traces_page(req, &q, QUEEN_TRACE_NAMES_DEFAULT_LIMIT, &a))
 		return;
-	queen_traces_submit(req, QUEEN_CONTROL_TRACE_NAMES, &a);
+	a.listing = QUEEN_TRACES_NAMES;
+	queen_traces_submit(req, &a);
 }

@@ -398,7 +398,6 @@ queen_handle_transaction(QueenHttpRequest *req, const QueenRouteParams *params)
 							"the broker is in maintenance mode: pushes wait in the spool, and a transaction's pushes, which must commit with its acks, cannot; nothing was done, try again when maintenance mode is off");
 		return;
 	}
-	queen_count(QUEEN_COUNT_TXN_REQUESTS, 1);
 
 	initStringInfo(&arg);
 	head.nitems = st.nops + st.nleases;

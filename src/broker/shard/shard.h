@@ -70,11 +70,8 @@ extern void queen_op_txn_committed(QueenOpCall *call);
 /* Traces (shard_traces.c) */
 extern void *queen_op_trace_run(QueenOpCall *call);
 extern int	queen_op_trace_render(QueenOpCall *call, void *result, StringInfo out);
-extern void *queen_op_traces_message_run(QueenOpCall *call);
-extern void *queen_op_traces_by_name_run(QueenOpCall *call);
+extern void *queen_op_traces_run(QueenOpCall *call);
 extern int	queen_op_traces_render(QueenOpCall *call, void *result, StringInfo out);
-extern void *queen_op_trace_names_run(QueenOpCall *call);
-extern int	queen_op_trace_names_render(QueenOpCall *call, void *result, StringInfo out);
 
 /* The consumption transaction around the operations (shard_consume.c) */
 extern void queen_shard_consume_begin(void);

@@ -65,95 +65,77 @@ queen_op_trace_render(QueenOpCall *call, void *result, StringInfo out)
 	return 200;
 }
 
-/* A page of traces and what paged it (by name only). */
-typedef struct QueenTracePage
+/* A listing as run: its traces or its names, and what paged them. */
+typedef struct QueenTraceListing
 {
+	uint8		listing;		/* QUEEN_TRACES_* */
 	QueenTrace *traces;
-	int			ntraces;
-	bool		by_name;
+	QueenTraceName *names;
+	int			n;
 	int64		total;
 	int32		limit;
 	int64		offset;
-} QueenTracePage;
+} QueenTraceListing;
 
+/* GET /api/v1/traces/...: a message's traces, a name's, or the names */
 void *
-queen_op_traces_message_run(QueenOpCall *call)
+queen_op_traces_run(QueenOpCall *call)
 {
 	const QueenArgsTraces *a = (const QueenArgsTraces *) call->args;
-	QueenTracePage *page = palloc0(sizeof(QueenTracePage));
+	QueenTraceListing *l = palloc0(sizeof(QueenTraceListing));
 	pg_uuid_t	pid;
 
+	l->listing = a->listing;
+	l->limit = a->limit;
+	l->offset = a->offset;
 	memcpy(pid.data, a->partition_id, UUID_LEN);
-	page->ntraces = queen_traces_of_message(&call->tenant, &pid, queen_trace_wire_text(a->txn),
-											&page->traces);
-	return page;
+	switch (a->listing)
+	{
+		case QUEEN_TRACES_OF_MESSAGE:
+			l->n = queen_traces_of_message(&call->tenant, &pid, queen_trace_wire_text(a->txn),
+										   &l->traces);
+			break;
+		case QUEEN_TRACES_BY_NAME:
+			l->total = queen_traces_by_name(&call->tenant, queen_trace_wire_text(a->name),
+											(TimestampTz) a->from, (TimestampTz) a->to,
+											a->limit, a->offset, &l->traces, &l->n);
+			break;
+		case QUEEN_TRACES_NAMES:
+			l->total = queen_trace_names(&call->tenant, a->limit, a->offset, &l->names, &l->n);
+			break;
+		default:
+			call->status = 500;
+			call->problem = "malformed trace listing";
+			return NULL;
+	}
+	return l;
 }
 
-void *
-queen_op_traces_by_name_run(QueenOpCall *call)
-{
-	const QueenArgsTraces *a = (const QueenArgsTraces *) call->args;
-	QueenTracePage *page = palloc0(sizeof(QueenTracePage));
-
-	page->by_name = true;
-	page->limit = a->limit;
-	page->offset = a->offset;
-	page->total = queen_traces_by_name(&call->tenant, queen_trace_wire_text(a->name),
-									   (TimestampTz) a->from, (TimestampTz) a->to, a->limit,
-									   a->offset, &page->traces, &page->ntraces);
-	return page;
-}
-
-/* Queen's answers: {"traces": [...]}, and by name the total and the page. */
+/*
+ * Queen's answers: {"traces": [...]} for a message; by name the same with
+ * the total and the page; {"trace_names": [...], ...} for the names.
+ */
 int
 queen_op_traces_render(QueenOpCall *call, void *result, StringInfo out)
 {
-	QueenTracePage *page = (QueenTracePage *) result;
+	QueenTraceListing *l = (QueenTraceListing *) result;
 
 	(void) call;
-	appendStringInfoString(out, "{\"traces\":");
-	queen_render_objects(out, page->by_name ? &queen_answer_trace_by_name : &queen_answer_trace,
-						 page->traces, sizeof(QueenTrace), page->ntraces);
-	if (page->by_name)
+	if (l->listing == QUEEN_TRACES_NAMES)
+	{
+		appendStringInfoString(out, "{\"trace_names\":");
+		queen_render_objects(out, &queen_answer_trace_name, l->names, sizeof(QueenTraceName), l->n);
+	}
+	else
+	{
+		appendStringInfoString(out, "{\"traces\":");
+		queen_render_objects(out, l->listing == QUEEN_TRACES_BY_NAME ?
+							 &queen_answer_trace_by_name : &queen_answer_trace,
+							 l->traces, sizeof(QueenTrace), l->n);
+	}
+	if (l->listing != QUEEN_TRACES_OF_MESSAGE)
 		appendStringInfo(out, ",\"total\":" INT64_FORMAT ",\"pagination\":{\"limit\":%d,\"offset\":" INT64_FORMAT "}",
-						 page->total, page->limit, page->offset);
+						 l->total, l->limit, l->offset);
 	appendStringInfoChar(out, '}');
-	return 200;
-}
-
-/* The names and their counts, one page. */
-typedef struct QueenTraceNamesPage
-{
-	QueenTraceName *names;
-	int			nnames;
-	int64		total;
-	int32		limit;
-	int64		offset;
-} QueenTraceNamesPage;
-
-void *
-queen_op_trace_names_run(QueenOpCall *call)
-{
-	const QueenArgsTraces *a = (const QueenArgsTraces *) call->args;
-	QueenTraceNamesPage *page = palloc0(sizeof(QueenTraceNamesPage));
-
-	page->limit = a->limit;
-	page->offset = a->offset;
-	page->total = queen_trace_names(&call->tenant, a->limit, a->offset, &page->names,
-									&page->nnames);
-	return page;
-}
-
-int
-queen_op_trace_names_render(QueenOpCall *call, void *result, StringInfo out)
-{
-	QueenTraceNamesPage *page = (QueenTraceNamesPage *) result;
-
-	(void) call;
-	appendStringInfoString(out, "{\"trace_names\":");
-	queen_render_objects(out, &queen_answer_trace_name, page->names, sizeof(QueenTraceName),
-						 page->nnames);
-	appendStringInfo(out, ",\"total\":" INT64_FORMAT ",\"pagination\":{\"limit\":%d,\"offset\":" INT64_FORMAT "}}",
-					 page->total, page->limit, page->offset);
 	return 200;
 }
