@@ -29,6 +29,7 @@ const WORKERS = Number(workersArg || 8)
 const SECONDS = Number(secondsArg || 10)
 const ROUNDS = Number(roundsArg || 3)
 const BATCH = 100
+const RUN = Date.now().toString(36) // ids unique to this run: a rerun is no duplicate
 const TICK = 100 // USER_HZ
 
 async function post(path, body) {
@@ -68,15 +69,15 @@ async function fill(queue, partition, n, tag) {
 }
 
 async function worker(mode, w, deadline, round, counts) {
-  const input = `bench.txn.in`
+  const input = `bench.txn.in.${RUN}`
   const partition = `w${w}`
   let seq = 0
   while (Date.now() < deadline) {
     const p = await get(`/api/v1/pop/queue/${input}/partition/${partition}?batch=${BATCH}&leaseSeconds=60`)
     if (p.status !== 200) { counts.empty++; break }   // input drained: this worker is done
     const msgs = p.body.messages
-    const results = msgs.map(m => ({ queue: 'bench.txn.out', partition, payload: { from: m.transactionId, v: m.data.n * 2 },
-      transactionId: `${mode}-${round}-${w}-${seq++}` }))
+    const results = msgs.map(m => ({ queue: `bench.txn.out.${RUN}`, partition, payload: { from: m.transactionId, v: m.data.n * 2 },
+      transactionId: `${RUN}-${mode}-${round}-${w}-${seq++}` }))
     if (mode === 'txn') {
       const r = await post('/api/v1/transaction', {
         operations: [
@@ -96,7 +97,7 @@ async function worker(mode, w, deadline, round, counts) {
 
 async function round(mode, r) {
   const perWorker = Math.ceil((SECONDS * 15000) / WORKERS / BATCH) * BATCH
-  await Promise.all(Array.from({ length: WORKERS }, (_, w) => fill('bench.txn.in', `w${w}`, perWorker, `in-${mode}-${r}-${w}`)))
+  await Promise.all(Array.from({ length: WORKERS }, (_, w) => fill(`bench.txn.in.${RUN}`, `w${w}`, perWorker, `${RUN}-in-${mode}-${r}-${w}`)))
   const counts = { messages: 0, failed: 0, empty: 0 }
   const t0 = Date.now()
   const c0 = clusterTicks()
@@ -107,7 +108,7 @@ async function round(mode, r) {
   // drain what is left, so the next round starts from an empty input
   for (let w = 0; w < WORKERS; w++)
     for (;;) {
-      const p = await get(`/api/v1/pop/queue/bench.txn.in/partition/w${w}?batch=1000&autoAck=true`)
+      const p = await get(`/api/v1/pop/queue/bench.txn.in.${RUN}/partition/w${w}?batch=1000&autoAck=true`)
       if (p.status !== 200) break
     }
   const line = { mode, round: r, seconds: secs, messages: counts.messages, failed: counts.failed,
