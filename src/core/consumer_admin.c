@@ -125,34 +125,17 @@ queen_delete_consumer_group(const pg_uuid_t *tenant, const char *group,
 	return removed;
 }
 
-/* A nullable text column, copied into the caller's context. */
-static char *
-queen_dlq_text(HeapTuple tuple, TupleDesc desc, int col, MemoryContext out_cxt)
-{
-	char	   *v = SPI_getvalue(tuple, desc, col);
-
-	return v == NULL ? NULL : MemoryContextStrdup(out_cxt, v);
-}
-
-static void
-queen_dlq_entry(QueenDlqEntry *e, HeapTuple tuple, TupleDesc desc, MemoryContext out_cxt)
-{
-	queen_get_uuid(tuple, desc, 1, &e->id);
-	queen_get_uuid(tuple, desc, 2, &e->message_id);
-	queen_get_uuid(tuple, desc, 3, &e->partition_id);
-	e->partition = queen_dlq_text(tuple, desc, 4, out_cxt);
-	e->queue = queen_dlq_text(tuple, desc, 5, out_cxt);
-	e->namespace_name = queen_dlq_text(tuple, desc, 6, out_cxt);
-	e->task = queen_dlq_text(tuple, desc, 7, out_cxt);
-	e->consumer_group = queen_dlq_text(tuple, desc, 8, out_cxt);
-	e->transaction_id = queen_dlq_text(tuple, desc, 9, out_cxt);
-	e->error = queen_dlq_text(tuple, desc, 10, out_cxt);
-	e->payload = queen_dlq_text(tuple, desc, 11, out_cxt);
-	e->retry_count = queen_get_int32(tuple, desc, 12);
-	e->offset = queen_get_int64(tuple, desc, 13);
-	e->created_at = queen_get_timestamptz(tuple, desc, 14);
-	e->failed_at = queen_get_timestamptz(tuple, desc, 15);
-}
+/* sql_dlq_page's SELECT list, member by member. */
+static const uint16 queen_dlq_offsets[] = {
+	offsetof(QueenDlqEntry, id), offsetof(QueenDlqEntry, message_id),
+	offsetof(QueenDlqEntry, partition_id), offsetof(QueenDlqEntry, partition),
+	offsetof(QueenDlqEntry, queue), offsetof(QueenDlqEntry, namespace_name),
+	offsetof(QueenDlqEntry, task), offsetof(QueenDlqEntry, consumer_group),
+	offsetof(QueenDlqEntry, transaction_id), offsetof(QueenDlqEntry, error),
+	offsetof(QueenDlqEntry, payload), offsetof(QueenDlqEntry, retry_count),
+	offsetof(QueenDlqEntry, offset), offsetof(QueenDlqEntry, created_at),
+	offsetof(QueenDlqEntry, failed_at)
+};
 
 int64
 queen_dlq_list(const QueenDlqFilter *filter, QueenDlqEntry **entries, int *nentries)
@@ -163,7 +146,6 @@ queen_dlq_list(const QueenDlqFilter *filter, QueenDlqEntry **entries, int *nentr
 	Datum		values[8];
 	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int64		total;
-	uint64		r;
 
 	if (filter->queue == NULL)
 		ereport(ERROR,
@@ -188,23 +170,11 @@ queen_dlq_list(const QueenDlqFilter *filter, QueenDlqEntry **entries, int *nentr
 	values[6] = Int64GetDatum((int64) filter->limit);
 	values[7] = Int64GetDatum(filter->offset);
 
-	if (SPI_execute_plan(queen_plan_once(&queen_dlq_count_plan, sql_dlq_count, 6, types, false),
-						 values, nulls, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "queen: dead-letter count failed");
-	total = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-
-	if (total > 0 && filter->limit > 0)
-	{
-		if (SPI_execute_plan(queen_plan_once(&queen_dlq_page_plan, sql_dlq_page, 8, types, false),
-							 values, nulls, true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "queen: dead-letter listing failed");
-		*entries = MemoryContextAllocZero(out_cxt,
-										  sizeof(QueenDlqEntry) * Max(SPI_processed, 1));
-		for (r = 0; r < SPI_processed; r++)
-			queen_dlq_entry(&(*entries)[r], SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
-							out_cxt);
-		*nentries = (int) SPI_processed;
-	}
+	if (queen_spi_listing(queen_plan_once(&queen_dlq_count_plan, sql_dlq_count, 6, types, false),
+						  queen_plan_once(&queen_dlq_page_plan, sql_dlq_page, 8, types, false),
+						  values, nulls, filter->limit, &total))
+		*entries = queen_spi_copy_rows(queen_dlq_offsets, lengthof(queen_dlq_offsets),
+									   sizeof(QueenDlqEntry), out_cxt, nentries);
 	SPI_finish();
 	return total;
 }

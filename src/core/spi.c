@@ -18,10 +18,12 @@
 #include "spi.h"
 
 #include "access/relation.h"
+#include "catalog/pg_type.h"
 #include "catalog/namespace.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
@@ -303,4 +305,92 @@ queen_slot_int64(TupleTableSlot *slot, int att, const char *table)
 	if (isnull)
 		elog(ERROR, "queen: unexpected NULL in queen.%s column %d", table, att);
 	return DatumGetInt64(d);
+}
+
+/*
+ * A listing: its total (count's one bigint) and, when there is one and
+ * limit > 0, its page, run into SPI_tuptable for the caller to copy (true).
+ * Between queen_spi_connect and SPI_finish.
+ */
+bool
+queen_spi_listing(SPIPlanPtr count, SPIPlanPtr page, Datum *values, const char *nulls,
+				  int limit, int64 *total)
+{
+	if (SPI_execute_plan(count, values, nulls, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "queen: a listing's count failed");
+	*total = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (*total == 0 || limit <= 0)
+		return false;
+	if (SPI_execute_plan(page, values, nulls, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "queen: a listing's page failed");
+	return true;
+}
+
+/* One column into its member, by the column's type. */
+static void
+queen_spi_copy_column(HeapTuple tuple, TupleDesc desc, int col, char *member,
+					  MemoryContext cxt)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+	Oid			type = SPI_gettypeid(desc, col);
+
+	switch (type)
+	{
+		case TEXTOID:
+			*(char **) member = isnull ? NULL : MemoryContextStrdup(cxt, TextDatumGetCString(d));
+			break;
+		case UUIDOID:
+			if (!isnull)
+				memcpy(member, DatumGetUUIDP(d), sizeof(pg_uuid_t));
+			break;
+		case INT4OID:
+			*(int32 *) member = isnull ? 0 : DatumGetInt32(d);
+			break;
+		case INT8OID:
+		case TIMESTAMPTZOID:
+			*(int64 *) member = isnull ? 0 : DatumGetInt64(d);
+			break;
+		case TEXTARRAYOID:
+			{
+				QueenTexts *t = (QueenTexts *) member;
+				Datum	   *elems;
+				int			i;
+
+				t->n = 0;
+				t->items = NULL;
+				if (isnull)
+					break;
+				deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT,
+								  &elems, NULL, &t->n);
+				t->items = MemoryContextAlloc(cxt, sizeof(char *) * Max(t->n, 1));
+				for (i = 0; i < t->n; i++)
+					t->items[i] = MemoryContextStrdup(cxt, TextDatumGetCString(elems[i]));
+				break;
+			}
+		default:
+			elog(ERROR, "queen: a listing's column %d has a type it cannot copy (%u)", col, type);
+	}
+}
+
+/*
+ * Every row SPI returned, as structs of size bytes in cxt (zeroed, so a
+ * NULL uuid is zeros): column i into the member at offsets[i], by the
+ * column's type (text: char *, uuid: pg_uuid_t, integer: int32, bigint
+ * and timestamptz: int64, text[]: QueenTexts).  The SELECT list and the
+ * offsets are one description of the result.
+ */
+void *
+queen_spi_copy_rows(const uint16 *offsets, int ncols, Size size, MemoryContext cxt, int *n)
+{
+	char	   *rows = MemoryContextAllocZero(cxt, size * Max(SPI_processed, 1));
+	uint64		r;
+	int			c;
+
+	for (r = 0; r < SPI_processed; r++)
+		for (c = 0; c < ncols; c++)
+			queen_spi_copy_column(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1,
+								  rows + size * r + offsets[c], cxt);
+	*n = (int) SPI_processed;
+	return rows;
 }

@@ -44,5 +44,9 @@ extern int32 queen_get_int32(HeapTuple tuple, TupleDesc desc, int col);
 extern TimestampTz queen_get_timestamptz(HeapTuple tuple, TupleDesc desc, int col);
 extern void queen_get_uuid(HeapTuple tuple, TupleDesc desc, int col, pg_uuid_t *out);
 extern int64 queen_slot_int64(TupleTableSlot *slot, int att, const char *table);
+extern bool queen_spi_listing(SPIPlanPtr count, SPIPlanPtr page, Datum *values,
+							  const char *nulls, int limit, int64 *total);
+extern void *queen_spi_copy_rows(const uint16 *offsets, int ncols, Size size,
+								 MemoryContext cxt, int *n);
 
 #endif							/* QUEEN_SPI_H */

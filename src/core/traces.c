@@ -122,59 +122,19 @@ queen_trace_record(const QueenTraceInput *in, pg_uuid_t *id)
 	SPI_finish();
 }
 
-static char *
-queen_trace_text(HeapTuple tuple, TupleDesc desc, int col, MemoryContext out_cxt)
-{
-	char	   *v = SPI_getvalue(tuple, desc, col);
+/* The readers' SELECT list (QUEEN_TRACE_COLUMNS, then queue and partition), member by member. */
+static const uint16 queen_trace_offsets[] = {
+	offsetof(QueenTrace, id), offsetof(QueenTrace, partition_id),
+	offsetof(QueenTrace, transaction_id), offsetof(QueenTrace, consumer_group),
+	offsetof(QueenTrace, event_type), offsetof(QueenTrace, data), offsetof(QueenTrace, worker_id),
+	offsetof(QueenTrace, created_at), offsetof(QueenTrace, names), offsetof(QueenTrace, queue),
+	offsetof(QueenTrace, partition)
+};
 
-	return v == NULL ? NULL : MemoryContextStrdup(out_cxt, v);
-}
-
-/* One row of a reader's result, copied into out_cxt. */
-static void
-queen_trace_row(QueenTrace *t, HeapTuple tuple, TupleDesc desc, MemoryContext out_cxt)
-{
-	bool		isnull;
-	Datum		names = SPI_getbinval(tuple, desc, 9, &isnull);
-
-	queen_get_uuid(tuple, desc, 1, &t->id);
-	queen_get_uuid(tuple, desc, 2, &t->partition_id);
-	t->transaction_id = queen_trace_text(tuple, desc, 3, out_cxt);
-	t->consumer_group = queen_trace_text(tuple, desc, 4, out_cxt);
-	t->event_type = queen_trace_text(tuple, desc, 5, out_cxt);
-	t->data = queen_trace_text(tuple, desc, 6, out_cxt);
-	t->worker_id = queen_trace_text(tuple, desc, 7, out_cxt);
-	t->created_at = queen_get_timestamptz(tuple, desc, 8);
-	t->queue = queen_trace_text(tuple, desc, 10, out_cxt);
-	t->partition = queen_trace_text(tuple, desc, 11, out_cxt);
-	t->names.n = 0;
-	t->names.items = NULL;
-	if (!isnull)
-	{
-		Datum	   *elems;
-		int			n;
-		int			i;
-
-		deconstruct_array(DatumGetArrayTypeP(names), TEXTOID, -1, false, TYPALIGN_INT,
-						  &elems, NULL, &n);
-		t->names.items = MemoryContextAlloc(out_cxt, sizeof(char *) * Max(n, 1));
-		for (i = 0; i < n; i++)
-			t->names.items[i] = MemoryContextStrdup(out_cxt, TextDatumGetCString(elems[i]));
-		t->names.n = n;
-	}
-}
-
-/* Every row SPI returned, as traces in out_cxt. */
-static int
-queen_trace_rows(QueenTrace **traces, MemoryContext out_cxt)
-{
-	uint64		r;
-
-	*traces = MemoryContextAllocZero(out_cxt, sizeof(QueenTrace) * Max(SPI_processed, 1));
-	for (r = 0; r < SPI_processed; r++)
-		queen_trace_row(&(*traces)[r], SPI_tuptable->vals[r], SPI_tuptable->tupdesc, out_cxt);
-	return (int) SPI_processed;
-}
+static const uint16 queen_trace_name_offsets[] = {
+	offsetof(QueenTraceName, name), offsetof(QueenTraceName, traces),
+	offsetof(QueenTraceName, messages), offsetof(QueenTraceName, last_seen)
+};
 
 /* A message's traces, oldest first, in the caller's memory. */
 int
@@ -192,7 +152,8 @@ queen_traces_of_message(const pg_uuid_t *tenant, const pg_uuid_t *partition_id,
 	values[2] = CStringGetTextDatum(transaction_id);
 	queen_exec(queen_plan_once(&queen_trace_of_message_plan, sql_of_message, 3, types, false),
 			   values, SPI_OK_SELECT, "trace listing");
-	n = queen_trace_rows(traces, out_cxt);
+	*traces = queen_spi_copy_rows(queen_trace_offsets, lengthof(queen_trace_offsets),
+								  sizeof(QueenTrace), out_cxt, &n);
 	SPI_finish();
 	return n;
 }
@@ -219,17 +180,13 @@ queen_traces_by_name(const pg_uuid_t *tenant, const char *name, TimestampTz from
 	values[3] = TimestampTzGetDatum(to);
 	values[4] = Int64GetDatum((int64) limit);
 	values[5] = Int64GetDatum(offset);
-	queen_exec(queen_plan_once(&queen_trace_by_name_count_plan, sql_by_name_count, 4, types,
-							   false),
-			   values, SPI_OK_SELECT, "trace count");
-	total = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	if (total > 0 && limit > 0)
-	{
-		queen_exec(queen_plan_once(&queen_trace_by_name_page_plan, sql_by_name_page, 6, types,
-								   false),
-				   values, SPI_OK_SELECT, "trace listing by name");
-		*ntraces = queen_trace_rows(traces, out_cxt);
-	}
+	if (queen_spi_listing(queen_plan_once(&queen_trace_by_name_count_plan, sql_by_name_count, 4,
+										  types, false),
+						  queen_plan_once(&queen_trace_by_name_page_plan, sql_by_name_page, 6,
+										  types, false),
+						  values, NULL, limit, &total))
+		*traces = queen_spi_copy_rows(queen_trace_offsets, lengthof(queen_trace_offsets),
+									  sizeof(QueenTrace), out_cxt, ntraces);
 	SPI_finish();
 	return total;
 }
@@ -243,7 +200,6 @@ queen_trace_names(const pg_uuid_t *tenant, int limit, int64 offset, QueenTraceNa
 	Oid			types[3] = {UUIDOID, INT8OID, INT8OID};
 	Datum		values[3];
 	int64		total;
-	uint64		r;
 
 	*names = NULL;
 	*nnames = 0;
@@ -251,28 +207,13 @@ queen_trace_names(const pg_uuid_t *tenant, int limit, int64 offset, QueenTraceNa
 	values[0] = UUIDPGetDatum(tenant);
 	values[1] = Int64GetDatum((int64) limit);
 	values[2] = Int64GetDatum(offset);
-	queen_exec(queen_plan_once(&queen_trace_names_count_plan, sql_names_count, 1, types, false),
-			   values, SPI_OK_SELECT, "trace name count");
-	total = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	if (total > 0 && limit > 0)
-	{
-		queen_exec(queen_plan_once(&queen_trace_names_page_plan, sql_names_page, 3, types,
-								   false),
-				   values, SPI_OK_SELECT, "trace name listing");
-		*names = MemoryContextAllocZero(out_cxt, sizeof(QueenTraceName) * Max(SPI_processed, 1));
-		for (r = 0; r < SPI_processed; r++)
-		{
-			QueenTraceName *n = &(*names)[r];
-			HeapTuple	tuple = SPI_tuptable->vals[r];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-
-			n->name = queen_trace_text(tuple, desc, 1, out_cxt);
-			n->traces = queen_get_int64(tuple, desc, 2);
-			n->messages = queen_get_int64(tuple, desc, 3);
-			n->last_seen = queen_get_timestamptz(tuple, desc, 4);
-		}
-		*nnames = (int) SPI_processed;
-	}
+	if (queen_spi_listing(queen_plan_once(&queen_trace_names_count_plan, sql_names_count, 1,
+										  types, false),
+						  queen_plan_once(&queen_trace_names_page_plan, sql_names_page, 3,
+										  types, false),
+						  values, NULL, limit, &total))
+		*names = queen_spi_copy_rows(queen_trace_name_offsets, lengthof(queen_trace_name_offsets),
+									 sizeof(QueenTraceName), out_cxt, nnames);
 	SPI_finish();
 	return total;
 }
