@@ -338,6 +338,7 @@ queen_spi_copy_column(HeapTuple tuple, TupleDesc desc, int col, char *member,
 	switch (type)
 	{
 		case TEXTOID:
+		case VARCHAROID:
 			*(char **) member = isnull ? NULL : MemoryContextStrdup(cxt, TextDatumGetCString(d));
 			break;
 		case UUIDOID:
@@ -376,7 +377,7 @@ queen_spi_copy_column(HeapTuple tuple, TupleDesc desc, int col, char *member,
 /*
  * Every row SPI returned, as structs of size bytes in cxt (zeroed, so a
  * NULL uuid is zeros): column i into the member at offsets[i], by the
- * column's type (text: char *, uuid: pg_uuid_t, integer: int32, bigint
+ * column's type (text, varchar: char *, uuid: pg_uuid_t, integer: int32, bigint
  * and timestamptz: int64, text[]: QueenTexts).  The SELECT list and the
  * offsets are one description of the result.
  */
