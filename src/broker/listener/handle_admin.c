@@ -131,17 +131,28 @@ queen_control_submit(QueenHttpRequest *req, QueenPendingKind kind, uint8 op, int
 	return p;
 }
 
+/*
+ * An operation whose arguments are all it sends (no trailing items), to a
+ * shard (shard < 0: the next ready one in turn).
+ */
+void
+queen_control_call(QueenHttpRequest *req, uint8 op, int shard, const void *args)
+{
+	StringInfoData arg;
+
+	initStringInfo(&arg);
+	queen_control_put_args(&arg, op, args);
+	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, op, shard, arg.data, arg.len);
+	pfree(arg.data);
+}
+
 /* Hand an operation whose argument is one text (or none) to the next shard. */
 static void
 queen_handle_control(QueenHttpRequest *req, QueenControlOp op, const char *text, Size len)
 {
 	QueenArgsText a = {{text, (uint32) len}};
-	StringInfoData arg;
 
-	initStringInfo(&arg);
-	queen_control_put_args(&arg, op, &a);
-	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, (uint8) op, -1, arg.data, arg.len);
-	pfree(arg.data);
+	queen_control_call(req, (uint8) op, -1, &a);
 }
 
 

@@ -322,7 +322,6 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 	int32		seconds;
 	const char *problem;
 	pg_uuid_t	id;
-	StringInfoData arg;
 	QueenQuery	q;
 
 	if (!queen_read_query(req, queen_no_params, &q))
@@ -347,10 +346,7 @@ queen_handle_lease_extend(QueenHttpRequest *req, const QueenRouteParams *params)
 	len = strlen(lease);
 	m.lease = queen_wire_text(lease, len);
 	m.seconds = seconds;
-	initStringInfo(&arg);
-	queen_control_put_args(&arg, QUEEN_CONTROL_RENEW, &m);
-	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_RENEW, -1,
-								arg.data, arg.len);
+	queen_control_call(req, QUEEN_CONTROL_RENEW, -1, &m);
 }
 
 /* A from or to bound of the listing: "now" or ISO-8601; why not, or NULL. */
@@ -380,7 +376,6 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 	int64		limit,
 				offset;
 	const char *problem = NULL;
-	StringInfoData arg;
 
 	(void) params;
 	memset(&m, 0, sizeof(m));
@@ -408,10 +403,7 @@ queen_handle_dlq(QueenHttpRequest *req, const QueenRouteParams *params)
 	m.to = queen_wire_text(to, tolen);
 	m.limit = (int32) limit;
 	m.offset = offset;
-	initStringInfo(&arg);
-	queen_control_put_args(&arg, QUEEN_CONTROL_DLQ, &m);
-	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_DLQ, -1,
-								arg.data, arg.len);
+	queen_control_call(req, QUEEN_CONTROL_DLQ, -1, &m);
 }
 
 /* DELETE /api/v1/consumer-groups/:group[/queues/:queue]?deleteMetadata= */
@@ -422,7 +414,6 @@ queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params)
 	QueenArgsGroupDelete m;
 	bool		metadata;
 	const char *problem;
-	StringInfoData arg;
 
 	if (!queen_read_query(req, queen_group_delete_params, &q))
 		return;
@@ -436,8 +427,5 @@ queen_handle_delete_group(QueenHttpRequest *req, const QueenRouteParams *params)
 		!queen_take_name(req, NULL, params, "queue", "queue name", &m.queue))
 		return;
 	m.delete_metadata = metadata ? 1 : 0;
-	initStringInfo(&arg);
-	queen_control_put_args(&arg, QUEEN_CONTROL_DELETE_GROUP, &m);
-	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_DELETE_GROUP, -1,
-								arg.data, arg.len);
+	queen_control_call(req, QUEEN_CONTROL_DELETE_GROUP, -1, &m);
 }

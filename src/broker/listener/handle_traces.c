@@ -122,7 +122,6 @@ queen_handle_trace(QueenHttpRequest *req, const QueenRouteParams *params)
 	QueenJsonShape shape;
 	QueenArgsTrace a;
 	StringInfoData names;
-	StringInfoData arg;
 	pg_uuid_t	pid;
 	char	   *txn;
 	char	   *group;
@@ -179,26 +178,11 @@ queen_handle_trace(QueenHttpRequest *req, const QueenRouteParams *params)
 		queen_wire_text("info", 4);
 	a.data = queen_wire_text(data, strlen(data));
 	a.names = queen_wire_text(names.data, names.len);
-	initStringInfo(&arg);
-	queen_control_put_args(&arg, QUEEN_CONTROL_TRACE, &a);
-	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_TRACE, -1,
-								arg.data, arg.len);
+	queen_control_call(req, QUEEN_CONTROL_TRACE, -1, &a);
 }
 
 static const char *const queen_trace_page_params[] = {"limit", "offset", "from", "to", NULL};
 static const char *const queen_trace_no_params[] = {NULL};
-
-/* A listing's arguments to a shard. */
-static void
-queen_traces_submit(QueenHttpRequest *req, const QueenArgsTraces *a)
-{
-	StringInfoData arg;
-
-	initStringInfo(&arg);
-	queen_control_put_args(&arg, QUEEN_CONTROL_TRACES, a);
-	(void) queen_control_submit(req, QUEEN_PENDING_CONTROL, QUEEN_CONTROL_TRACES, -1,
-								arg.data, arg.len);
-}
 
 /* GET /api/v1/traces/:partitionId/:transactionId */
 void
@@ -229,7 +213,7 @@ queen_handle_traces_message(QueenHttpRequest *req, const QueenRouteParams *param
 	a.txn = queen_wire_text(txn, len);
 	a.partition_id = (const char *) pid.data;
 	a.listing = QUEEN_TRACES_OF_MESSAGE;
-	queen_traces_submit(req, &a);
+	queen_control_call(req, QUEEN_CONTROL_TRACES, -1, &a);
 }
 
 /* limit and offset of a reader's page; or a 400. */
@@ -294,7 +278,7 @@ queen_handle_traces_by_name(QueenHttpRequest *req, const QueenRouteParams *param
 	a.from = queen_traces_bound(from, DT_NOBEGIN);
 	a.to = queen_traces_bound(to, DT_NOEND);
 	a.listing = QUEEN_TRACES_BY_NAME;
-	queen_traces_submit(req, &a);
+	queen_control_call(req, QUEEN_CONTROL_TRACES, -1, &a);
 }
 
 /* GET /api/v1/traces/names?limit=&offset= */
@@ -313,5 +297,5 @@ queen_handle_trace_names(QueenHttpRequest *req, const QueenRouteParams *params)
 		!queen_traces_page(req, &q, QUEEN_TRACE_NAMES_DEFAULT_LIMIT, &a))
 		return;
 	a.listing = QUEEN_TRACES_NAMES;
-	queen_traces_submit(req, &a);
+	queen_control_call(req, QUEEN_CONTROL_TRACES, -1, &a);
 }

@@ -83,6 +83,7 @@ extern int	queen_listener_pick_shard(void);
 extern QueenPending *queen_control_submit(QueenHttpRequest *req, QueenPendingKind kind,
 										  uint8 op, int shard, const char *arg, Size arglen);
 extern void queen_control_send(QueenPending *p, const char *arg, Size arglen);
+extern void queen_control_call(QueenHttpRequest *req, uint8 op, int shard, const void *args);
 
 /* longpoll.c: pops, parked while nothing can be delivered */
 extern QueenPopWait *queen_pop_wait_new(QueenHttpRequest *req, const char *arg, Size arglen,
