@@ -96,8 +96,10 @@ queen_control_op(uint8 op)
 void
 queen_control_put_args(StringInfo arg, uint8 op, const void *args)
 {
-	if (queen_control_op(op)->args != NULL)
-		queen_wire_put_fields(arg, queen_control_op(op)->args, args);
+	const QueenWireLayout *layout = queen_control_op(op)->args;
+
+	if (layout != NULL)
+		queen_wire_put_fields(arg, layout, args);
 }
 
 void

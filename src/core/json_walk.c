@@ -29,7 +29,11 @@
 
 #include "mb/pg_wchar.h"
 
-/* The lexer of the walk in progress, for queen_json_opens_object. */
+/*
+ * The lexer of the walk in progress, for queen_json_opens_object.  After an
+ * error unwound a walk it points at a freed lexer, which is harmless: it is
+ * read only inside a walk, and every walk sets it first.
+ */
 static JsonLexContext *queen_json_lexer = NULL;
 
 /*

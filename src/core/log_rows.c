@@ -178,6 +178,10 @@ static const char *const queen_partition_columns[PART_NCOLUMNS] =
 {"id", "queue_id", "last_offset", "txns_start", "created_at",
 "oldest_live_at", "oldest_txn_at", "last_write_at"};
 
+/* What the row update writes: last_offset and the three times. */
+static const QueenPartitionColumn queen_partition_written[] =
+{PART_LAST_OFFSET, PART_OLDEST_LIVE, PART_OLDEST_TXN, PART_LAST_WRITE};
+
 /* Every column of QueenPartitionColumn's, of log_partitions (relid). */
 void
 queen_partition_attnums(Oid relid, AttrNumber *attnums)
@@ -295,15 +299,12 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	queen_partition_attnums(relid, attnums);
 	rte->selectedCols = bms_add_member(rte->selectedCols,
 									   attnums[PART_ID] - FirstLowInvalidHeapAttributeNumber);
-	/* what it writes: last_offset and the three times */
-	for (i = PART_LAST_OFFSET; i < PART_NCOLUMNS; i++)
+	for (i = 0; i < (int) lengthof(queen_partition_written); i++)
 	{
-		if (i == PART_TXNS_START || i == PART_CREATED_AT)
-			continue;
-		rte->selectedCols = bms_add_member(rte->selectedCols,
-										   attnums[i] - FirstLowInvalidHeapAttributeNumber);
-		rte->updatedCols = bms_add_member(rte->updatedCols,
-										  attnums[i] - FirstLowInvalidHeapAttributeNumber);
+		int			col = attnums[queen_partition_written[i]] - FirstLowInvalidHeapAttributeNumber;
+
+		rte->selectedCols = bms_add_member(rte->selectedCols, col);
+		rte->updatedCols = bms_add_member(rte->updatedCols, col);
 	}
 	ExecCheckRTPerms(list_make1(rte), true);
 	ExecInitRangeTable(estate, list_make1(rte));

@@ -183,15 +183,17 @@ queen_handle_pop(QueenHttpRequest *req, const QueenRouteParams *params)
 		!queen_pop_numbers(req, &q, &m, &wait, &timeout_ms))
 		return;
 	/* a queue's routes ignore namespace and task; the discovery route needs one */
-	if (queue == NULL &&
-		(!queen_take_name(req, &q, NULL, "namespace", "namespace", &m.namespace_name) ||
-		 !queen_take_name(req, &q, NULL, "task", "task", &m.task)))
-		return;
-	if (queue == NULL && m.namespace_name.len == 0 && m.task.len == 0)
+	if (queue == NULL)
 	{
-		queen_respond_json(req, 400,
-						   "{\"success\":false,\"error\":\"namespace or task is required\",\"messages\":[]}");
-		return;
+		if (!queen_take_name(req, &q, NULL, "namespace", "namespace", &m.namespace_name) ||
+			!queen_take_name(req, &q, NULL, "task", "task", &m.task))
+			return;
+		if (m.namespace_name.len == 0 && m.task.len == 0)
+		{
+			queen_respond_json(req, 400,
+							   "{\"success\":false,\"error\":\"namespace or task is required\",\"messages\":[]}");
+			return;
+		}
 	}
 	mode = queen_query_get(&q, "subscriptionMode", &modelen);
 	from = queen_query_get(&q, "subscriptionFrom", &fromlen);
