@@ -314,6 +314,38 @@ CREATE INDEX idx_message_trace_names_name
 	ON queen.message_trace_names (tenant_id, trace_name, created_at);
 
 ------------------------------------------------------------------------------
+-- Stream processing (src/core/streams.c): a registered query, by name within
+-- its tenant, with the shape of its operators (config_hash), and the state
+-- its stateful operators keep per (query, source partition, key).  The state
+-- dies with its query; a query dies with its source queue.  Values are JSON
+-- a client wrote (jsonb, so plain SQL can query them); they are read and
+-- written by stream cycles, never on a push's or a pop's path.
+------------------------------------------------------------------------------
+CREATE TABLE queen.stream_queries (
+	id				uuid PRIMARY KEY,
+	tenant_id		uuid NOT NULL,
+	name			text NOT NULL,
+	source_queue	text NOT NULL,
+	sink_queue		text,
+	config_hash		text NOT NULL,
+	created_at		timestamptz NOT NULL DEFAULT now(),
+	updated_at		timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (tenant_id, name)
+);
+
+CREATE INDEX idx_stream_queries_source
+	ON queen.stream_queries (tenant_id, source_queue);
+
+CREATE TABLE queen.stream_state (
+	query_id		uuid NOT NULL REFERENCES queen.stream_queries (id) ON DELETE CASCADE,
+	partition_id	uuid NOT NULL,
+	key				text NOT NULL,
+	value			jsonb NOT NULL,
+	updated_at		timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (query_id, partition_id, key)
+);
+
+------------------------------------------------------------------------------
 -- Spool files the broker's maintenance worker has committed (src/broker/maintenance/drain_file.c).
 -- The row is written in the same transaction as the file's items, so a file
 -- whose deletion a crash interrupted is never replayed twice, whatever the
@@ -842,3 +874,46 @@ CREATE FUNCTION queen.listen(queue text)
 RETURNS text
 AS 'MODULE_PATHNAME', 'queen_listen_sql'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+-- Stream processing (src/sql/streams_sql.c, src/core/streams.c): a query
+-- registered by name, its state per (query, source partition, key), and a
+-- cycle: after the caller's queen.push of its sink messages, the ack of its
+-- source and its state changes, all in the caller's transaction.
+CREATE FUNCTION queen.stream_register(
+	name text,
+	source_queue text,
+	config_hash text,
+	sink_queue text DEFAULT NULL,
+	reset boolean DEFAULT false,
+	OUT query_id uuid,
+	OUT fresh boolean,
+	OUT was_reset boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'queen_stream_register_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.stream_state(
+	query_id uuid,
+	partition_id uuid,
+	keys text[] DEFAULT NULL,
+	key_prefix text DEFAULT NULL)
+RETURNS TABLE (key text, value jsonb, updated_at timestamptz)
+AS 'MODULE_PATHNAME', 'queen_stream_state_sql'
+LANGUAGE C STABLE PARALLEL UNSAFE;
+
+CREATE FUNCTION queen.stream_cycle(
+	query_id uuid,
+	partition_id uuid,
+	upserts jsonb DEFAULT NULL,
+	deletes text[] DEFAULT NULL,
+	transaction_id text DEFAULT NULL,
+	lease_id text DEFAULT NULL,
+	consumer_group text DEFAULT '__QUEUE_MODE__',
+	release_lease boolean DEFAULT true,
+	status text DEFAULT 'completed',
+	OUT state_ops_applied integer,
+	OUT lease_released boolean,
+	OUT dlq boolean)
+RETURNS record
+AS 'MODULE_PATHNAME', 'queen_stream_cycle_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;

@@ -388,6 +388,12 @@ queen_ack_decide(QueenAckGroup *g)
 		g->reset_attempts = true;
 		g->new_retry_count = 0;
 	}
+	else if (g->new_committed > g->committed)
+	{
+		for (i = 0; i < g->n; i++)
+			if (g->items[i]->release_lease && g->eff[i] >= 0)
+				g->release = true;
+	}
 	g->release = g->release && leased;
 }
 

@@ -38,6 +38,7 @@
 #include "dedup_runs.h"
 #include "log_write.h"
 #include "spi.h"
+#include "streams.h"
 
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -552,5 +553,8 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, bool *existed,
 	}
 
 	SPI_finish();
+	/* last: a cycle in flight holds its query row after the rows above */
+	if (*existed)
+		queen_stream_forget_source(tenant, queue);
 	return true;
 }

@@ -212,6 +212,13 @@ typedef struct QueenAckItem
 	const char *lease_id;		/* NULL or "": acknowledge without a lease */
 	const char *error;			/* a nack's reason, or NULL */
 
+	/*
+	 * Release the lease even when this completes only part of the leased
+	 * batch: the rest is delivered again at once, from the new cursor (a
+	 * stream cycle's release_lease).
+	 */
+	bool		release_lease;
+
 	/* output */
 	bool		success;		/* the instruction was carried out */
 	char	   *problem;		/* why not (or a DLQ filing's note); NULL */
