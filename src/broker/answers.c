@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "render.h"
+#include "streams.h"
 #include "traces.h"
 
 /* GET /api/v1/dlq: one dead letter */
@@ -70,7 +71,15 @@ static const QueenRenderField queen_trace_name_fields[] = {
 	QUEEN_RENDER_FIELD(QueenTraceName, last_seen, "last_seen", QUEEN_RENDER_TIME),
 };
 
+/* POST /streams/v1/state/get: one state row */
+static const QueenRenderField queen_state_row_fields[] = {
+	QUEEN_RENDER_FIELD(QueenStateRow, key, "key", QUEEN_RENDER_TEXT),
+	QUEEN_RENDER_FIELD(QueenStateRow, value, "value", QUEEN_RENDER_JSON),
+	QUEEN_RENDER_FIELD(QueenStateRow, updated_at, "updated_at", QUEEN_RENDER_TIME),
+};
+
 const QueenRenderShape queen_answer_dlq_entry = QUEEN_RENDER_SHAPE(queen_dlq_fields);
 const QueenRenderShape queen_answer_trace = QUEEN_RENDER_SHAPE(queen_trace_fields);
 const QueenRenderShape queen_answer_trace_by_name = QUEEN_RENDER_SHAPE(queen_trace_by_name_fields);
 const QueenRenderShape queen_answer_trace_name = QUEEN_RENDER_SHAPE(queen_trace_name_fields);
+const QueenRenderShape queen_answer_state_row = QUEEN_RENDER_SHAPE(queen_state_row_fields);

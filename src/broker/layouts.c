@@ -119,6 +119,10 @@ static const QueenWireField queen_group_delete_fields[] = {
 
 static const QueenWireField queen_txn_fields[] = {
 	QUEEN_WIRE_FIELD(QueenArgsTxn, nitems, QUEEN_WIRE_I32),
+	QUEEN_WIRE_FIELD(QueenArgsTxn, cycle, QUEEN_WIRE_U8),
+	QUEEN_WIRE_FIELD(QueenArgsTxn, release_lease, QUEEN_WIRE_U8),
+	QUEEN_WIRE_FIELD(QueenArgsTxn, query_id, QUEEN_WIRE_UUID),
+	QUEEN_WIRE_FIELD(QueenArgsTxn, partition_id, QUEEN_WIRE_UUID),
 };
 
 static const QueenWireField queen_txn_item_fields[] = {
@@ -129,6 +133,25 @@ static const QueenWireField queen_txn_item_fields[] = {
 	QUEEN_WIRE_FIELD(QueenArgsTxnItem, frame, QUEEN_WIRE_TEXT),
 	QUEEN_WIRE_FIELD(QueenArgsTxnItem, group, QUEEN_WIRE_TEXT),
 	QUEEN_WIRE_FIELD(QueenArgsTxnItem, lease, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTxnItem, key, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsTxnItem, value, QUEEN_WIRE_TEXT),
+};
+
+static const QueenWireField queen_stream_register_fields[] = {
+	QUEEN_WIRE_FIELD(QueenArgsStreamRegister, name, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsStreamRegister, source_queue, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsStreamRegister, sink_queue, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsStreamRegister, config_hash, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsStreamRegister, reset, QUEEN_WIRE_U8),
+};
+
+static const QueenWireField queen_stream_state_fields[] = {
+	QUEEN_WIRE_FIELD(QueenArgsStreamState, query_id, QUEEN_WIRE_UUID),
+	QUEEN_WIRE_FIELD(QueenArgsStreamState, partition_id, QUEEN_WIRE_UUID),
+	QUEEN_WIRE_FIELD(QueenArgsStreamState, key_prefix, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsStreamState, has_ripe, QUEEN_WIRE_U8),
+	QUEEN_WIRE_FIELD(QueenArgsStreamState, ripe, QUEEN_WIRE_I64),
+	QUEEN_WIRE_FIELD(QueenArgsStreamState, nkeys, QUEEN_WIRE_I32),
 };
 
 static const QueenWireField queen_trace_fields[] = {
@@ -162,3 +185,5 @@ const QueenWireLayout queen_args_txn = QUEEN_WIRE_LAYOUT(QueenArgsTxn, queen_txn
 const QueenWireLayout queen_args_txn_item = QUEEN_WIRE_LAYOUT(QueenArgsTxnItem, queen_txn_item_fields);
 const QueenWireLayout queen_args_trace = QUEEN_WIRE_LAYOUT(QueenArgsTrace, queen_trace_fields);
 const QueenWireLayout queen_args_traces = QUEEN_WIRE_LAYOUT(QueenArgsTraces, queen_traces_fields);
+const QueenWireLayout queen_args_stream_register = QUEEN_WIRE_LAYOUT(QueenArgsStreamRegister, queen_stream_register_fields);
+const QueenWireLayout queen_args_stream_state = QUEEN_WIRE_LAYOUT(QueenArgsStreamState, queen_stream_state_fields);

@@ -321,6 +321,12 @@ static const QueenMetricDef queen_metric_defs[] = {
 	QUEEN_SAMPLE("queen_transactions_total", "result=\"duplicate\"", QUEEN_COUNT_TXN_DUPLICATE),
 	QUEEN_SAMPLE("queen_transactions_total", "result=\"ack_failed\"", QUEEN_COUNT_TXN_ACK_FAILED),
 	QUEEN_SAMPLE("queen_transactions_total", "result=\"error\"", QUEEN_COUNT_TXN_FAILED),
+	QUEEN_COUNTER("queen_stream_cycles_total", "result=\"committed\"",
+				  "Stream cycles by outcome: committed, or rolled back whole because a pushed transactionId was already stored, because the source ack was not carried out, because the query is not registered, or by an error of the server.", QUEEN_COUNT_CYCLE_COMMITTED),
+	QUEEN_SAMPLE("queen_stream_cycles_total", "result=\"duplicate\"", QUEEN_COUNT_CYCLE_DUPLICATE),
+	QUEEN_SAMPLE("queen_stream_cycles_total", "result=\"ack_failed\"", QUEEN_COUNT_CYCLE_ACK_FAILED),
+	QUEEN_SAMPLE("queen_stream_cycles_total", "result=\"no_query\"", QUEEN_COUNT_CYCLE_NO_QUERY),
+	QUEEN_SAMPLE("queen_stream_cycles_total", "result=\"error\"", QUEEN_COUNT_CYCLE_FAILED),
 
 	/* the push permit pool, and the shards */
 	QUEEN_FAMILY(queen_permits_render),

@@ -75,6 +75,13 @@ typedef enum QueenCounter
 	QUEEN_COUNT_TXN_ACK_FAILED, /* rolled back: an ack was not carried out */
 	QUEEN_COUNT_TXN_FAILED,		/* rolled back by an error of the server */
 
+	/* stream cycles (POST /streams/v1/cycle), the same outcomes and one more */
+	QUEEN_COUNT_CYCLE_COMMITTED,
+	QUEEN_COUNT_CYCLE_DUPLICATE,
+	QUEEN_COUNT_CYCLE_ACK_FAILED,
+	QUEEN_COUNT_CYCLE_NO_QUERY, /* rolled back: no such query */
+	QUEEN_COUNT_CYCLE_FAILED,
+
 	QUEEN_NCOUNTERS
 } QueenCounter;
 

@@ -81,6 +81,16 @@ static const QueenControlOpDef queen_control_ops[QUEEN_CONTROL_NOPS] = {
 		&queen_args_traces, NULL,
 		queen_op_traces_run, queen_op_traces_render, NULL, NULL, NULL
 	},
+	[QUEEN_CONTROL_STREAM_REGISTER] = {
+		"stream query registration", "queen: stream register", 0,
+		&queen_args_stream_register, NULL,
+		queen_op_stream_register_run, queen_op_stream_register_render, NULL, NULL, NULL
+	},
+	[QUEEN_CONTROL_STREAM_STATE] = {
+		"stream state read", "queen: stream state", 0,
+		&queen_args_stream_state, &queen_args_text,
+		queen_op_stream_state_run, queen_op_stream_state_render, NULL, NULL, NULL
+	},
 };
 
 /* The operation's row, or NULL for a number no row has. */

@@ -39,6 +39,8 @@ typedef enum QueenControlOp
 	QUEEN_CONTROL_TXN,
 	QUEEN_CONTROL_TRACE,
 	QUEEN_CONTROL_TRACES,
+	QUEEN_CONTROL_STREAM_REGISTER,
+	QUEEN_CONTROL_STREAM_STATE,
 	QUEEN_CONTROL_NOPS
 } QueenControlOp;
 
@@ -128,15 +130,24 @@ typedef struct QueenArgsGroupDelete
 	uint8		delete_metadata;
 } QueenArgsGroupDelete;
 
-/* TXN: how many items follow (QueenArgsTxnItem each), in request order. */
+/*
+ * TXN: how many items follow (QueenArgsTxnItem each), in request order.  A
+ * stream cycle (POST /streams/v1/cycle) is a transaction that also changes
+ * the state of its query's source partition.
+ */
 typedef struct QueenArgsTxn
 {
 	int32		nitems;
+	uint8		cycle;
+	uint8		release_lease;	/* a cycle's: its ack releases the lease */
+	const char *query_id;		/* a cycle's, UUID_LEN bytes */
+	const char *partition_id;	/* a cycle's source partition */
 } QueenArgsTxn;
 
 #define QUEEN_TXN_PUSH		1	/* queue, partition, txn, frame */
 #define QUEEN_TXN_ACK		2	/* group; a QueenArgsAckItem follows */
 #define QUEEN_TXN_LEASE		3	/* lease: one of the request's requiredLeases */
+#define QUEEN_TXN_STATE		4	/* key, value (JSON; absent: remove the key) */
 
 typedef struct QueenArgsTxnItem
 {
@@ -147,7 +158,30 @@ typedef struct QueenArgsTxnItem
 	QueenWireText frame;		/* a push: its frame, packed as stored */
 	QueenWireText group;		/* an ack's; absent: queue mode */
 	QueenWireText lease;
+	QueenWireText key;
+	QueenWireText value;
 } QueenArgsTxnItem;
+
+/* STREAM_REGISTER: POST /streams/v1/queries. */
+typedef struct QueenArgsStreamRegister
+{
+	QueenWireText name;
+	QueenWireText source_queue;
+	QueenWireText sink_queue;	/* absent: none */
+	QueenWireText config_hash;
+	uint8		reset;
+} QueenArgsStreamRegister;
+
+/* STREAM_STATE: POST /streams/v1/state/get; nkeys keys follow (QueenArgsText each). */
+typedef struct QueenArgsStreamState
+{
+	const char *query_id;
+	const char *partition_id;
+	QueenWireText key_prefix;	/* absent: none */
+	uint8		has_ripe;
+	int64		ripe;			/* ripe_at_or_before */
+	int32		nkeys;
+} QueenArgsStreamState;
 
 /* TRACE: one trace to record; its names joined by 0x1F (a name has no control character). */
 typedef struct QueenArgsTrace
@@ -233,6 +267,8 @@ extern const QueenWireLayout queen_args_txn;
 extern const QueenWireLayout queen_args_txn_item;
 extern const QueenWireLayout queen_args_trace;
 extern const QueenWireLayout queen_args_traces;
+extern const QueenWireLayout queen_args_stream_register;
+extern const QueenWireLayout queen_args_stream_state;
 
 extern const QueenControlOpDef *queen_control_op(uint8 op);
 extern void queen_control_put_args(StringInfo arg, uint8 op, const void *args);

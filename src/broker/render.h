@@ -54,6 +54,7 @@ extern const QueenRenderShape queen_answer_dlq_entry;
 extern const QueenRenderShape queen_answer_trace;
 extern const QueenRenderShape queen_answer_trace_by_name;
 extern const QueenRenderShape queen_answer_trace_name;
+extern const QueenRenderShape queen_answer_state_row;
 
 extern void queen_render_timestamp(StringInfo out, TimestampTz ts);
 extern void queen_render_uuid(StringInfo out, const pg_uuid_t *id);

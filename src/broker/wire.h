@@ -68,6 +68,13 @@ queen_wire_text(const char *s, Size len)
 	return t;
 }
 
+/* A text's copy, NUL-terminated ("" for an absent one), for the core. */
+static inline char *
+queen_wire_cstring(QueenWireText t)
+{
+	return pnstrdup(t.data != NULL ? t.data : "", t.len);
+}
+
 /*
  * One struct per message type, request first (every message's head is its
  * type and request id); strings point into the message.

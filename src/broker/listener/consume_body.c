@@ -25,6 +25,7 @@
 #include "routes.h"
 
 #include "json_walk.h"
+#include "utils/json.h"
 
 /* ----------------------------------------------------------------
  *		Query strings
@@ -429,5 +430,63 @@ queen_parse_seconds_body(const char *body, size_t len, int32 *seconds)
 	if (errno != 0 || *end != '\0' || n > PG_INT32_MAX || n < PG_INT32_MIN)
 		return "seconds must be a whole number of seconds";
 	*seconds = (int32) n;
+	return NULL;
+}
+
+/* A string value that must be a name (absent or null: NULL); or why not. */
+const char *
+queen_body_name(const QueenJsonValue *v, const char *key, Size max, char **out)
+{
+	const char *problem;
+
+	*out = NULL;
+	if (v->type == JSON_TOKEN_INVALID || v->type == JSON_TOKEN_NULL)
+		return NULL;
+	if (v->type != JSON_TOKEN_STRING)
+		return psprintf("%s must be a string", key);
+	if ((problem = queen_name_problem(v->str, v->len, max)) != NULL)
+		return psprintf("%s %s", key, problem);
+	*out = v->str;
+	return NULL;
+}
+
+/* The value's JSON text as the body spelt it (a string re-escaped). */
+char *
+queen_body_json(const QueenJsonValue *v)
+{
+	StringInfoData buf;
+
+	if (v->type == JSON_TOKEN_OBJECT_START || v->type == JSON_TOKEN_ARRAY_START)
+		return pnstrdup(v->span, v->span_len);
+	if (v->type == JSON_TOKEN_STRING)
+	{
+		initStringInfo(&buf);
+		escape_json(&buf, v->str);
+		return buf.data;
+	}
+	return pstrdup(v->str);
+}
+
+/* The request's body walked by shape: NULL, or why not (a 400's message). */
+const char *
+queen_body_walk(const char *body, size_t len, QueenJsonShape *shape)
+{
+	const char *problem = queen_body_problem(body, len);
+
+	if (problem == NULL && (problem = queen_json_shape(body, len, shape)) != NULL)
+		return psprintf("invalid JSON: %s", problem);
+	if (problem == NULL && !shape->root_object)
+		return "body must be a JSON object";
+	return problem;
+}
+
+/* A body's required UUID string; NULL, or why not. */
+const char *
+queen_body_uuid(const QueenJsonValue *v, const char *key, pg_uuid_t *out)
+{
+	if (v->type == JSON_TOKEN_INVALID || v->type == JSON_TOKEN_NULL)
+		return psprintf("%s is required", key);
+	if (v->type != JSON_TOKEN_STRING || !queen_uuid_parse(v->str, out))
+		return psprintf("%s must be a UUID", key);
 	return NULL;
 }

@@ -80,4 +80,12 @@ extern const char *queen_parse_ack_body(const char *body, size_t len, bool batch
 										QueenAckInput **items, int *nitems);
 extern const char *queen_parse_seconds_body(const char *body, size_t len, int32 *seconds);
 
+/* A body's string value that must be a name (absent or null: NULL), or why not. */
+extern const char *queen_body_name(const QueenJsonValue *v, const char *key, Size max,
+								   char **out);
+extern const char *queen_body_walk(const char *body, size_t len, QueenJsonShape *shape);
+extern const char *queen_body_uuid(const QueenJsonValue *v, const char *key, pg_uuid_t *out);
+/* A body's value as JSON text, as the body spelt it (a string re-escaped). */
+extern char *queen_body_json(const QueenJsonValue *v);
+
 #endif							/* QUEEN_CONSUME_BODY_H */

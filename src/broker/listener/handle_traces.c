@@ -45,40 +45,6 @@ static const char *const queen_trace_keys[QUEEN_TRACE_NKEYS] = {
 	"transactionId", "partitionId", "consumerGroup", "eventType", "traceNames", "data"
 };
 
-/* A string value that must be a name (absent or null: NULL); or why not. */
-static const char *
-queen_trace_string(const QueenJsonValue *v, const char *key, Size max, char **out)
-{
-	const char *problem;
-
-	*out = NULL;
-	if (v->type == JSON_TOKEN_INVALID || v->type == JSON_TOKEN_NULL)
-		return NULL;
-	if (v->type != JSON_TOKEN_STRING)
-		return psprintf("%s must be a string", key);
-	if ((problem = queen_name_problem(v->str, v->len, max)) != NULL)
-		return psprintf("%s %s", key, problem);
-	*out = v->str;
-	return NULL;
-}
-
-/* The value's JSON text as the body spelt it (a string re-escaped). */
-static char *
-queen_trace_json(const QueenJsonValue *v)
-{
-	StringInfoData buf;
-
-	if (v->type == JSON_TOKEN_OBJECT_START || v->type == JSON_TOKEN_ARRAY_START)
-		return pnstrdup(v->span, v->span_len);
-	if (v->type == JSON_TOKEN_STRING)
-	{
-		initStringInfo(&buf);
-		escape_json(&buf, v->str);
-		return buf.data;
-	}
-	return pstrdup(v->str);
-}
-
 /* Each name of traceNames, checked, into the 0x1F-joined list. */
 static char *
 queen_trace_take_name(void *arg, int index, char *str, size_t len)
@@ -127,7 +93,7 @@ queen_handle_trace(QueenHttpRequest *req, const QueenRouteParams *params)
 	char	   *group;
 	char	   *event;
 	char	   *data;
-	const char *problem = queen_body_problem(req->body, req->body_len);
+	const char *problem;
 
 	(void) params;
 	memset(v, 0, sizeof(v));
@@ -137,23 +103,20 @@ queen_handle_trace(QueenHttpRequest *req, const QueenRouteParams *params)
 	shape.top.values = v;
 	shape.nested = shape.array = -1;
 	initStringInfo(&names);
-	if (problem == NULL && (problem = queen_json_shape(req->body, req->body_len, &shape)) != NULL)
-		problem = psprintf("invalid JSON: %s", problem);
-	else if (problem == NULL && !shape.root_object)
-		problem = "body must be a JSON object";
-	else if (problem == NULL &&
-			 (v[QUEEN_TRACE_KEY_TXN].type == JSON_TOKEN_INVALID ||
-			  v[QUEEN_TRACE_KEY_PARTITION].type == JSON_TOKEN_INVALID))
+	problem = queen_body_walk(req->body, req->body_len, &shape);
+	if (problem == NULL &&
+		(v[QUEEN_TRACE_KEY_TXN].type == JSON_TOKEN_INVALID ||
+		 v[QUEEN_TRACE_KEY_PARTITION].type == JSON_TOKEN_INVALID))
 		problem = "transactionId and partitionId are required";
 	else if (problem == NULL && v[QUEEN_TRACE_KEY_DATA].type == JSON_TOKEN_INVALID)
 		problem = "data is required";
 	if (problem == NULL &&
-		(problem = queen_trace_string(&v[QUEEN_TRACE_KEY_TXN], "transactionId",
-									  QUEEN_MAX_TXN_BYTES, &txn)) == NULL &&
-		(problem = queen_trace_string(&v[QUEEN_TRACE_KEY_GROUP], "consumerGroup",
-									  QUEEN_MAX_NAME_BYTES, &group)) == NULL &&
-		(problem = queen_trace_string(&v[QUEEN_TRACE_KEY_EVENT], "eventType",
-									  QUEEN_MAX_NAME_BYTES, &event)) == NULL)
+		(problem = queen_body_name(&v[QUEEN_TRACE_KEY_TXN], "transactionId",
+								   QUEEN_MAX_TXN_BYTES, &txn)) == NULL &&
+		(problem = queen_body_name(&v[QUEEN_TRACE_KEY_GROUP], "consumerGroup",
+								   QUEEN_MAX_NAME_BYTES, &group)) == NULL &&
+		(problem = queen_body_name(&v[QUEEN_TRACE_KEY_EVENT], "eventType",
+								   QUEEN_MAX_NAME_BYTES, &event)) == NULL)
 		problem = queen_trace_names(&v[QUEEN_TRACE_KEY_NAMES], &names);
 	if (problem == NULL && (txn == NULL ||
 							v[QUEEN_TRACE_KEY_PARTITION].type != JSON_TOKEN_STRING ||
@@ -161,7 +124,7 @@ queen_handle_trace(QueenHttpRequest *req, const QueenRouteParams *params)
 		problem = txn == NULL ? "transactionId is required" : "partitionId must be a UUID";
 	if (problem == NULL)
 	{
-		data = queen_trace_json(&v[QUEEN_TRACE_KEY_DATA]);
+		data = queen_body_json(&v[QUEEN_TRACE_KEY_DATA]);
 		if (v[QUEEN_TRACE_KEY_DATA].type != JSON_TOKEN_STRING)
 			problem = queen_json_problem(data, strlen(data));
 	}

@@ -322,7 +322,7 @@ queen_parse_txn_body(const char *body, size_t len, QueenTxnParse *st, int *statu
 }
 
 /* One pushed item on the wire: its id minted, its frame packed as stored. */
-static void
+void
 queen_txn_put_push(StringInfo arg, const QueenHttpItem *item)
 {
 	QueenArgsTxnItem w;

@@ -39,6 +39,9 @@ extern const char *queen_parse_push_body(const char *body, size_t len,
 										 int max_items, QueenHttpItem **items,
 										 int *nitems, bool *too_many);
 extern char *queen_body_problem(const char *body, size_t len);
+
+/* A pushed item of a transaction or a stream cycle on the wire (handle_txn.c). */
+extern void queen_txn_put_push(StringInfo arg, const QueenHttpItem *item);
 extern bool queen_parse_enabled_body(const char *body, size_t len, bool *enabled);
 
 #endif							/* QUEEN_PUSH_BODY_H */

@@ -68,6 +68,9 @@ extern void queen_handle_push(QueenHttpRequest *req, const QueenRouteParams *par
 extern void queen_handle_pop(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_transaction(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_trace(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_stream_register(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_stream_state(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_stream_cycle(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_traces_message(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_traces_by_name(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_trace_names(QueenHttpRequest *req, const QueenRouteParams *params);

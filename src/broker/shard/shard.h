@@ -73,6 +73,12 @@ extern int	queen_op_trace_render(QueenOpCall *call, void *result, StringInfo out
 extern void *queen_op_traces_run(QueenOpCall *call);
 extern int	queen_op_traces_render(QueenOpCall *call, void *result, StringInfo out);
 
+/* Stream processing's registration and state reads (shard_streams.c) */
+extern void *queen_op_stream_register_run(QueenOpCall *call);
+extern int	queen_op_stream_register_render(QueenOpCall *call, void *result, StringInfo out);
+extern void *queen_op_stream_state_run(QueenOpCall *call);
+extern int	queen_op_stream_state_render(QueenOpCall *call, void *result, StringInfo out);
+
 /* The consumption transaction around the operations (shard_consume.c) */
 extern void queen_shard_consume_begin(void);
 extern void queen_shard_consume_restamp(void);

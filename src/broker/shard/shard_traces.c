@@ -14,12 +14,6 @@
 #include "render.h"
 #include "traces.h"
 
-static char *
-queen_trace_wire_text(QueenWireText t)
-{
-	return pnstrdup(t.data != NULL ? t.data : "", t.len);
-}
-
 /* POST /api/v1/traces: the trace's id */
 void *
 queen_op_trace_run(QueenOpCall *call)
@@ -27,7 +21,7 @@ queen_op_trace_run(QueenOpCall *call)
 	const QueenArgsTrace *a = (const QueenArgsTrace *) call->args;
 	QueenTraceInput in;
 	pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
-	char	   *names = queen_trace_wire_text(a->names);
+	char	   *names = queen_wire_cstring(a->names);
 	char	  **list = palloc(sizeof(char *) * (a->names.len / 2 + 1));
 	int			n = 0;
 	char	   *p;
@@ -45,10 +39,10 @@ queen_op_trace_run(QueenOpCall *call)
 	memset(&in, 0, sizeof(in));
 	in.tenant = call->tenant;
 	memcpy(in.partition_id.data, a->partition_id, UUID_LEN);
-	in.transaction_id = queen_trace_wire_text(a->txn);
-	in.consumer_group = a->group.len > 0 ? queen_trace_wire_text(a->group) : QUEEN_QUEUE_MODE;
-	in.event_type = queen_trace_wire_text(a->event_type);
-	in.data = queen_trace_wire_text(a->data);
+	in.transaction_id = queen_wire_cstring(a->txn);
+	in.consumer_group = a->group.len > 0 ? queen_wire_cstring(a->group) : QUEEN_QUEUE_MODE;
+	in.event_type = queen_wire_cstring(a->event_type);
+	in.data = queen_wire_cstring(a->data);
 	in.names = (const char *const *) list;
 	in.nnames = n;
 	queen_trace_record(&in, id);
@@ -92,11 +86,11 @@ queen_op_traces_run(QueenOpCall *call)
 	switch (a->listing)
 	{
 		case QUEEN_TRACES_OF_MESSAGE:
-			l->n = queen_traces_of_message(&call->tenant, &pid, queen_trace_wire_text(a->txn),
+			l->n = queen_traces_of_message(&call->tenant, &pid, queen_wire_cstring(a->txn),
 										   &l->traces);
 			break;
 		case QUEEN_TRACES_BY_NAME:
-			l->total = queen_traces_by_name(&call->tenant, queen_trace_wire_text(a->name),
+			l->total = queen_traces_by_name(&call->tenant, queen_wire_cstring(a->name),
 											(TimestampTz) a->from, (TimestampTz) a->to,
 											a->limit, a->offset, &l->traces, &l->n);
 			break;

@@ -3,7 +3,8 @@
  * shard_txn.c
  *	  POST /api/v1/transaction in the shard: pushes and acks in one
  *	  PostgreSQL transaction, all or nothing, through the same cores as a
- *	  push (bundle.c) and an ack (ack.c).
+ *	  push (bundle.c) and an ack (ack.c); and POST /streams/v1/cycle, a
+ *	  transaction that also changes its stream query's state (streams.c).
  *
  * The listener has parsed the request, minted every pushed item's id and
  * packed its frame; the items arrive here in request order.  The run
@@ -13,7 +14,8 @@
  * acks: their consumer rows locked at once in ascending (partition, group)
  * (queen_lock_consumers), then each group's acks.  So a transaction takes
  * its locks in the global order, after its partitions its consumers, as
- * every other writer does.
+ * every other writer does.  A cycle's state changes come last, after
+ * its query row (streams.c).
  *
  * Anything that would make the answer less than "everything happened"
  * raises instead: a pushed transactionId already stored, an ack that was
@@ -33,6 +35,7 @@
 #include "consume.h"
 #include "metrics.h"
 #include "render.h"
+#include "streams.h"
 #include "wake.h"
 #include "worker.h"
 
@@ -46,10 +49,27 @@ typedef enum QueenTxnRefusal
 {
 	QUEEN_TXN_OK = 0,
 	QUEEN_TXN_DUPLICATE,		/* a pushed transactionId is already stored */
-	QUEEN_TXN_ACK_FAILED		/* an ack was not carried out */
+	QUEEN_TXN_ACK_FAILED,		/* an ack was not carried out */
+	QUEEN_TXN_NO_QUERY,			/* a cycle's query is not registered */
+	QUEEN_TXN_ERROR				/* an error of the server */
 } QueenTxnRefusal;
 
+/* Each outcome's counter: a transaction's, a cycle's. */
+static const QueenCounter queen_txn_counters[2][QUEEN_TXN_ERROR + 1] = {
+	{QUEEN_COUNT_TXN_COMMITTED, QUEEN_COUNT_TXN_DUPLICATE, QUEEN_COUNT_TXN_ACK_FAILED,
+	QUEEN_COUNT_TXN_FAILED, QUEEN_COUNT_TXN_FAILED},
+	{QUEEN_COUNT_CYCLE_COMMITTED, QUEEN_COUNT_CYCLE_DUPLICATE, QUEEN_COUNT_CYCLE_ACK_FAILED,
+	QUEEN_COUNT_CYCLE_NO_QUERY, QUEEN_COUNT_CYCLE_FAILED}
+};
+
+static const char *const queen_txn_reasons[] = {
+	"", "duplicate", "ack_failed", "no_query", "error"
+};
+
 static QueenTxnRefusal queen_txn_refusal = QUEEN_TXN_OK;
+
+/* What the refusals say was rolled back: "transaction" or "cycle". */
+static const char *queen_txn_what = "transaction";
 
 /* One item of the request, decoded, and its outcome. */
 typedef struct QueenTxnItem
@@ -63,17 +83,13 @@ typedef struct QueenTxnItem
 
 typedef struct QueenTxnRun
 {
+	const QueenArgsTxn *head;
 	pg_uuid_t	id;				/* the transaction's own id, minted here */
 	QueenTxnItem *items;
 	int			nitems;
 	const char *lease;			/* the only one of requiredLeases, or NULL */
+	int			nstate;			/* a cycle's state changes */
 } QueenTxnRun;
-
-static char *
-queen_txn_text(QueenWireText t)
-{
-	return pnstrdup(t.data != NULL ? t.data : "", t.len);
-}
 
 /* The items after the arguments; false when they are malformed. */
 static bool
@@ -88,6 +104,8 @@ queen_txn_decode(QueenOpCall *call, QueenTxnRun *run)
 	if (head->nitems < 0 ||
 		(Size) head->nitems > (r.len - r.pos) / (1 + 6 * sizeof(uint32)))
 		return false;
+	run->head = head;
+	queen_txn_what = head->cycle ? "cycle" : "transaction";
 	run->items = palloc0(sizeof(QueenTxnItem) * Max(head->nitems, 1));
 	run->nitems = head->nitems;
 	run->lease = NULL;
@@ -100,7 +118,7 @@ queen_txn_decode(QueenOpCall *call, QueenTxnRun *run)
 			 !queen_wire_get_fields(&r, &queen_args_ack_item, &run->items[i].ackw)))
 			return false;
 		if (w->kind == QUEEN_TXN_LEASE && nleases++ == 0)
-			run->lease = queen_txn_text(w->lease);
+			run->lease = queen_wire_cstring(w->lease);
 	}
 	/* several leases name no single one: an ack without its own goes without */
 	if (nleases > 1)
@@ -132,9 +150,9 @@ queen_txn_push(QueenOpCall *call, QueenTxnRun *run)
 
 		if (w->kind != QUEEN_TXN_PUSH)
 			continue;
-		keys[npush].queue = queen_txn_text(w->queue);
-		keys[npush].partition = queen_txn_text(w->partition);
-		keys[npush].txn = queen_txn_text(w->txn);
+		keys[npush].queue = queen_wire_cstring(w->queue);
+		keys[npush].partition = queen_wire_cstring(w->partition);
+		keys[npush].txn = queen_wire_cstring(w->txn);
 		index[npush++] = i;
 	}
 	if (npush == 0)
@@ -173,8 +191,9 @@ queen_txn_push(QueenOpCall *call, QueenTxnRun *run)
 				queen_txn_refusal = QUEEN_TXN_DUPLICATE;
 				ereport(ERROR,
 						(errcode(ERRCODE_UNIQUE_VIOLATION),
-						 errmsg("transactionId \"%s\" is already stored in queue \"%s\" partition \"%s\" (offset " INT64_FORMAT "); the transaction was rolled back",
-								key->txn, key->queue, key->partition, f->offset)));
+						 errmsg("transactionId \"%s\" is already stored in queue \"%s\" partition \"%s\" (offset " INT64_FORMAT "); the %s was rolled back",
+								key->txn, key->queue, key->partition, f->offset,
+								queen_txn_what)));
 			}
 			run->items[index[members[g][k]]].message_id = f->message_id;
 		}
@@ -199,6 +218,7 @@ queen_txn_ack_item(const QueenTxnRun *run, const QueenArgsAckItem *w)
 	queen_ack_item_from_wire(w, it);
 	if (it->lease_id == NULL)
 		it->lease_id = run->lease;
+	it->release_lease = run->head->cycle && run->head->release_lease;
 	return it;
 }
 
@@ -225,10 +245,11 @@ queen_txn_ack_refused(const QueenAckItem *it)
 	queen_txn_refusal = QUEEN_TXN_ACK_FAILED;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("ack of transactionId \"%s\" in partition %s was not applied: %s; the transaction was rolled back",
+			 errmsg("ack of transactionId \"%s\" in partition %s was not applied: %s; the %s was rolled back",
 					it->transaction_id, pid,
 					it->noop ? "it was already acknowledged" :
-					it->problem != NULL ? it->problem : "not carried out")));
+					it->problem != NULL ? it->problem : "not carried out",
+					queen_txn_what)));
 }
 
 /*
@@ -256,7 +277,7 @@ queen_txn_ack(QueenTxnRun *run)
 			continue;
 		t->ack = queen_txn_ack_item(run, &t->ackw);
 		keys[nacks].partition_id = t->ack->partition_id;
-		keys[nacks].group = t->w.group.len > 0 ? queen_txn_text(t->w.group) : QUEEN_QUEUE_MODE;
+		keys[nacks].group = t->w.group.len > 0 ? queen_wire_cstring(t->w.group) : QUEEN_QUEUE_MODE;
 		order[nacks] = nacks;
 		acks[nacks++] = t;
 	}
@@ -288,6 +309,39 @@ queen_txn_ack(QueenTxnRun *run)
 		queen_consume_wake_released();
 }
 
+/* A cycle's state changes, after its ack; its query must exist. */
+static void
+queen_txn_state(QueenOpCall *call, QueenTxnRun *run)
+{
+	QueenStateOp *ops = palloc(sizeof(QueenStateOp) * Max(run->nitems, 1));
+	pg_uuid_t	query;
+	pg_uuid_t	partition;
+	int			i;
+
+	for (i = 0; i < run->nitems; i++)
+	{
+		QueenArgsTxnItem *w = &run->items[i].w;
+
+		if (w->kind != QUEEN_TXN_STATE)
+			continue;
+		ops[run->nstate].key = queen_wire_cstring(w->key);
+		ops[run->nstate++].value = w->value.len > 0 ? queen_wire_cstring(w->value) : NULL;
+	}
+	memcpy(query.data, run->head->query_id, UUID_LEN);
+	memcpy(partition.data, run->head->partition_id, UUID_LEN);
+	if (!queen_stream_state_apply(&call->tenant, &query, &partition, ops, run->nstate))
+	{
+		char		qid[UUID_LEN * 2 + 5];
+
+		queen_uuid_format(&query, qid);
+		queen_txn_refusal = QUEEN_TXN_NO_QUERY;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("no stream query with query_id %s (register it with POST /streams/v1/queries); the cycle was rolled back",
+						qid)));
+	}
+}
+
 void *
 queen_op_txn_run(QueenOpCall *call)
 {
@@ -306,7 +360,65 @@ queen_op_txn_run(QueenOpCall *call)
 	if (queen_test_fault("shard_kill_in_transaction"))
 		(void) kill(MyProcPid, SIGKILL);
 	queen_txn_ack(run);
+	if (run->head->cycle)
+		queen_txn_state(call, run);
 	return run;
+}
+
+/* A pushed item's result: its id, its queue, whether it was a follower. */
+static void
+queen_txn_render_push(StringInfo out, const QueenTxnItem *t)
+{
+	appendStringInfoString(out, ",\"messageId\":");
+	queen_render_uuid(out, &t->message_id);
+	appendStringInfoString(out, ",\"queueName\":");
+	queen_render_text(out, queen_wire_cstring(t->w.queue));
+	if (t->duplicate)
+		appendStringInfoString(out, ",\"duplicate\":true");
+}
+
+/*
+ * A cycle's answer, Queen's: the state changes applied, the sink pushes'
+ * results, the source ack's (null without one).
+ */
+static int
+queen_txn_render_cycle(QueenTxnRun *run, StringInfo out)
+{
+	const QueenTxnItem *ack = NULL;
+	pg_uuid_t	id;
+	int			n = 0;
+	int			i;
+
+	appendStringInfoString(out, "{\"success\":true,\"query_id\":");
+	memcpy(id.data, run->head->query_id, UUID_LEN);
+	queen_render_uuid(out, &id);
+	appendStringInfoString(out, ",\"partition_id\":");
+	memcpy(id.data, run->head->partition_id, UUID_LEN);
+	queen_render_uuid(out, &id);
+	appendStringInfo(out, ",\"state_ops_applied\":%d,\"push_results\":[", run->nstate);
+	for (i = 0; i < run->nitems; i++)
+	{
+		const QueenTxnItem *t = &run->items[i];
+
+		if (t->w.kind == QUEEN_TXN_ACK)
+			ack = t;
+		if (t->w.kind != QUEEN_TXN_PUSH)
+			continue;
+		appendStringInfo(out, "%s{\"index\":%d,\"status\":\"%s\",\"transactionId\":",
+						 n > 0 ? "," : "", n, t->duplicate ? "duplicate" : "queued");
+		n++;
+		queen_render_text(out, queen_wire_cstring(t->w.txn));
+		queen_txn_render_push(out, t);
+		appendStringInfoChar(out, '}');
+	}
+	appendStringInfoString(out, "],\"ack_result\":");
+	if (ack == NULL)
+		appendStringInfoString(out, "null}");
+	else
+		appendStringInfo(out, "{\"success\":true,\"lease_released\":%s,\"dlq\":%s}}",
+						 ack->ack->lease_released ? "true" : "false",
+						 ack->ack->dlq ? "true" : "false");
+	return 200;
 }
 
 /* Queen's answer: the transaction's id and one result per operation, in order. */
@@ -318,6 +430,8 @@ queen_op_txn_render(QueenOpCall *call, void *result, StringInfo out)
 	int			i;
 
 	(void) call;
+	if (run->head->cycle)
+		return queen_txn_render_cycle(run, out);
 	appendStringInfoString(out, "{\"transactionId\":");
 	queen_render_uuid(out, &run->id);
 	appendStringInfoString(out, ",\"success\":true,\"results\":[");
@@ -331,16 +445,9 @@ queen_op_txn_render(QueenOpCall *call, void *result, StringInfo out)
 			appendStringInfoChar(out, ',');
 		appendStringInfo(out, "{\"index\":%d,\"type\":\"%s\",\"success\":true,\"transactionId\":",
 						 n++, t->w.kind == QUEEN_TXN_PUSH ? "push" : "ack");
-		queen_render_text(out, queen_txn_text(t->w.kind == QUEEN_TXN_PUSH ? t->w.txn : t->ackw.txn));
+		queen_render_text(out, queen_wire_cstring(t->w.kind == QUEEN_TXN_PUSH ? t->w.txn : t->ackw.txn));
 		if (t->w.kind == QUEEN_TXN_PUSH)
-		{
-			appendStringInfoString(out, ",\"messageId\":");
-			queen_render_uuid(out, &t->message_id);
-			appendStringInfoString(out, ",\"queueName\":");
-			queen_render_text(out, queen_txn_text(t->w.queue));
-			if (t->duplicate)
-				appendStringInfoString(out, ",\"duplicate\":true");
-		}
+			queen_txn_render_push(out, t);
 		else
 			appendStringInfo(out, ",\"error\":null,\"dlq\":%s",
 							 t->ack->dlq ? "true" : "false");
@@ -350,37 +457,55 @@ queen_op_txn_render(QueenOpCall *call, void *result, StringInfo out)
 	return 200;
 }
 
+/* Is the call a stream cycle?  (Its arguments were decoded before it ran.) */
+static bool
+queen_txn_is_cycle(QueenOpCall *call)
+{
+	return call->args != NULL && ((const QueenArgsTxn *) call->args)->cycle;
+}
+
 /*
  * The transaction rolled back: nothing of it was written.  A refusal the
  * run raised is Queen's answer, 200 with success false and why; any other
- * error is the server's, 500.
+ * error is the server's, 500.  A cycle's answer keeps a cycle's keys.
  */
 int
 queen_op_txn_fail(QueenOpCall *call, const char *message, StringInfo out)
 {
 	QueenTxnRefusal refusal = queen_txn_refusal;
+	bool		cycle = queen_txn_is_cycle(call);
 
-	(void) call;
 	queen_txn_refusal = QUEEN_TXN_OK;
-	appendStringInfoString(out, "{\"success\":false,\"error\":");
 	if (refusal == QUEEN_TXN_OK)
 	{
-		queen_count(QUEEN_COUNT_TXN_FAILED, 1);
-		queen_render_text(out, psprintf("transaction failed, nothing was written: %s", message));
-		appendStringInfoString(out, ",\"reason\":\"error\",\"results\":[]}");
-		return 500;
+		refusal = QUEEN_TXN_ERROR;
+		message = psprintf("%s failed, nothing was written: %s",
+						   cycle ? "cycle" : "transaction", message);
 	}
-	queen_count(refusal == QUEEN_TXN_DUPLICATE ? QUEEN_COUNT_TXN_DUPLICATE :
-				QUEEN_COUNT_TXN_ACK_FAILED, 1);
+	queen_count(queen_txn_counters[cycle][refusal], 1);
+	appendStringInfoString(out, "{\"success\":false,\"error\":");
 	queen_render_text(out, message);
-	appendStringInfo(out, ",\"reason\":\"%s\",\"results\":[]}",
-					 refusal == QUEEN_TXN_DUPLICATE ? "duplicate" : "ack_failed");
-	return 200;
+	appendStringInfo(out, ",\"reason\":\"%s\"", queen_txn_reasons[refusal]);
+	if (cycle)
+	{
+		const QueenArgsTxn *head = (const QueenArgsTxn *) call->args;
+		pg_uuid_t	id;
+
+		appendStringInfoString(out, ",\"query_id\":");
+		memcpy(id.data, head->query_id, UUID_LEN);
+		queen_render_uuid(out, &id);
+		appendStringInfoString(out, ",\"partition_id\":");
+		memcpy(id.data, head->partition_id, UUID_LEN);
+		queen_render_uuid(out, &id);
+		appendStringInfoString(out, ",\"state_ops_applied\":0,\"push_results\":[],\"ack_result\":null}");
+	}
+	else
+		appendStringInfoString(out, ",\"results\":[]}");
+	return refusal == QUEEN_TXN_ERROR ? 500 : 200;
 }
 
 void
 queen_op_txn_committed(QueenOpCall *call)
 {
-	(void) call;
-	queen_count(QUEEN_COUNT_TXN_COMMITTED, 1);
+	queen_count(queen_txn_counters[queen_txn_is_cycle(call)][QUEEN_TXN_OK], 1);
 }
