@@ -150,6 +150,32 @@ is_deeply([ map { $_->{key} } @{ $res->{rows} } ], [ 'w:1' ], 'by prefix and rip
 ($status, $res) = post('/streams/v1/state/get', { query_id => $qid, partition_id => '00000000-0000-0000-0000-000000000001' });
 is_deeply($res, { success => JSON::PP::true, rows => [] }, 'another partition has no state');
 
+# ---- what a body says twice, and its edges ----------------------------------------------------
+# the last "state_ops" wins whole, as jsonb keeps the last of duplicate keys
+my ($ds, $dbody) = http_request($port, 'POST', '/streams/v1/cycle',
+	qq({"query_id":"$qid","partition_id":"$pid","state_ops":[{"type":"upsert","key":"dupA"}],"state_ops":[{"type":"upsert","key":"dupB"}]}));
+is($ds, 200, 'two state_ops arrays: 200');
+is(sql("SELECT string_agg(key, ',') FROM queen.stream_state WHERE key LIKE 'dup%'"), 'dupB', 'only the last one applied');
+($ds, $dbody) = http_request($port, 'POST', '/streams/v1/cycle',
+	qq({"query_id":"$qid","partition_id":"$pid","state_ops":[{"type":"bad","key":"x"}],"state_ops":[{"type":"delete","key":"dupB"}]}));
+is($ds, 200, 'a refused earlier array does not count either');
+($ds, $dbody) = http_request($port, 'POST', '/streams/v1/cycle',
+	qq({"query_id":"$qid","partition_id":"$pid","state_ops":[{"type":"upsert","key":"dupC"}],"state_ops":null}));
+is(sql("SELECT count(*) FROM queen.stream_state WHERE key LIKE 'dup%'"), '0', 'and a last null is no state op at all');
+# more pushes than queen.max_push_items: 413, nothing stored
+my @many = map { { queue => 'st.many', payload => $_ } } 1 .. 10001;
+($status, $res) = cycle(push_items => \@many);
+is($status, 413, 'more than queen.max_push_items push_items: 413');
+is(sql("SELECT count(*) FROM queen.queues WHERE name = 'st.many'"), '0', 'nothing pushed');
+# ripe_at_or_before compares exactly, whatever the number
+cycle(state_ops => [ { type => 'upsert', key => 'r:frac', value => { windowEnd => 100.2 } } ]);
+($status, $res) = post('/streams/v1/state/get', { query_id => $qid, partition_id => $pid, key_prefix => 'r:', ripe_at_or_before => 100.5 });
+is_deeply([ map { $_->{key} } @{ $res->{rows} } ], [ 'r:frac' ], 'a fractional bound keeps a window ending before it');
+($status, $dbody) = http_request($port, 'POST', '/streams/v1/state/get',
+	qq({"query_id":"$qid","partition_id":"$pid","key_prefix":"r:","ripe_at_or_before":9223372036854775807}));
+like($dbody, qr/"r:frac"/, 'the largest int64 is a bound like any other');
+cycle(state_ops => [ { type => 'delete', key => 'r:frac' } ]);
+
 # ---- bad bodies --------------------------------------------------------------------------
 my @bad = (
 	[ '/streams/v1/queries', '[]', qr/JSON object/ ],
@@ -186,7 +212,7 @@ is($res->{query_id}, $qid, 'the same query');
 is(sql("SELECT count(*) FROM queen.stream_state WHERE query_id = '$qid'"), '0', 'its state is gone');
 
 # ---- metrics ------------------------------------------------------------------------
-is(metric($port, 'queen_stream_cycles_total{result="committed"}'), 6, 'committed cycles counted');
+is(metric($port, 'queen_stream_cycles_total{result="committed"}'), 11, 'committed cycles counted');
 is(metric($port, 'queen_stream_cycles_total{result="ack_failed"}'), 2, 'cycles refused for their ack');
 is(metric($port, 'queen_stream_cycles_total{result="no_query"}'), 1, 'and for their query');
 
@@ -203,6 +229,14 @@ is(sql("SELECT state_ops_applied FROM queen.stream_cycle('$qid', '$pid', '{\"k\"
 	'without an ack it applies the state');
 is(sql("SELECT string_agg(key || '=' || value::text, ',') FROM queen.stream_state('$qid', '$pid')"), 'k=1',
 	'which queen.stream_state reads back');
+
+# a sink of "" is none, as Queen's NULLIF has it
+($status, $res) = post('/streams/v1/queries', { name => 'no.sink', source_queue => 'st.never', sink_queue => '', config_hash => 'h' });
+is($status, 200, 'sink_queue "" registers');
+is(sql("SELECT sink_queue IS NULL FROM queen.stream_queries WHERE name = 'no.sink'"), 't', 'without a sink');
+# deleting a queue that was never created forgets the queries reading it too
+($ds) = http_request($port, 'DELETE', '/api/v1/resources/queues/st.never');
+is(sql("SELECT count(*) FROM queen.stream_queries WHERE name = 'no.sink'"), '0', 'a query of a queue never created goes with its name');
 
 # ---- a deleted source queue takes its queries and their state ------------------------------
 my ($ds) = http_request($port, 'DELETE', '/api/v1/resources/queues/st.src');

@@ -149,8 +149,7 @@ static const QueenWireField queen_stream_state_fields[] = {
 	QUEEN_WIRE_FIELD(QueenArgsStreamState, query_id, QUEEN_WIRE_UUID),
 	QUEEN_WIRE_FIELD(QueenArgsStreamState, partition_id, QUEEN_WIRE_UUID),
 	QUEEN_WIRE_FIELD(QueenArgsStreamState, key_prefix, QUEEN_WIRE_TEXT),
-	QUEEN_WIRE_FIELD(QueenArgsStreamState, has_ripe, QUEEN_WIRE_U8),
-	QUEEN_WIRE_FIELD(QueenArgsStreamState, ripe, QUEEN_WIRE_I64),
+	QUEEN_WIRE_FIELD(QueenArgsStreamState, ripe, QUEEN_WIRE_TEXT),
 	QUEEN_WIRE_FIELD(QueenArgsStreamState, nkeys, QUEEN_WIRE_I32),
 };
 

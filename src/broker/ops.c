@@ -82,7 +82,7 @@ static const QueenControlOpDef queen_control_ops[QUEEN_CONTROL_NOPS] = {
 		queen_op_traces_run, queen_op_traces_render, NULL, NULL, NULL
 	},
 	[QUEEN_CONTROL_STREAM_REGISTER] = {
-		"stream query registration", "queen: stream register", 0,
+		"stream query registration", "queen: stream register", QUEEN_OP_CONSUMES,
 		&queen_args_stream_register, NULL,
 		queen_op_stream_register_run, queen_op_stream_register_render, NULL, NULL, NULL
 	},

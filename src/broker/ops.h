@@ -178,8 +178,7 @@ typedef struct QueenArgsStreamState
 	const char *query_id;
 	const char *partition_id;
 	QueenWireText key_prefix;	/* absent: none */
-	uint8		has_ripe;
-	int64		ripe;			/* ripe_at_or_before */
+	QueenWireText ripe;			/* ripe_at_or_before, a JSON number; absent: none */
 	int32		nkeys;
 } QueenArgsStreamState;
 

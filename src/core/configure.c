@@ -553,8 +553,11 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, bool *existed,
 	}
 
 	SPI_finish();
-	/* last: a cycle in flight holds its query row after the rows above */
-	if (*existed)
-		queen_stream_forget_source(tenant, queue);
+	/*
+	 * Last: a cycle in flight holds its query row after the rows above.  A
+	 * query may read a queue that was never created (its first push will):
+	 * deleting the name forgets it too.
+	 */
+	queen_stream_forget_source(tenant, queue);
 	return true;
 }

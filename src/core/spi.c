@@ -90,6 +90,25 @@ queen_plan_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes,
 }
 
 /*
+ * Run a statement of a table, prepared at its first run; raises when the
+ * result is not expected (an SPI_OK_* code).  Returns how many rows it
+ * processed.
+ */
+int
+queen_stmt_run(QueenStmt *stmt, Datum *values, const char *nulls, bool read_only,
+			   int expected, const char *what)
+{
+	int			rc;
+
+	if (stmt->plan == NULL)
+		stmt->plan = queen_keep_plan(stmt->sql, stmt->nargs, stmt->types, false);
+	rc = SPI_execute_plan(stmt->plan, values, nulls, read_only, 0);
+	if (rc != expected)
+		elog(ERROR, "queen: %s failed: %s", what, SPI_result_code_string(rc));
+	return (int) SPI_processed;
+}
+
+/*
  * Replan when the tables have outgrown the plans.  The plans are generic and
  * kept for the life of the process, and PostgreSQL replans them only when a
  * table's statistics change (ANALYZE, VACUUM).  A process whose first push

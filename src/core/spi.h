@@ -32,6 +32,23 @@ extern SPIPlanPtr queen_plan_once(SPIPlanPtr *plan, const char *sql, int nargs,
 extern void queen_exec(SPIPlanPtr plan, Datum *values, int expected,
 					   const char *what);
 
+/*
+ * A statement of a file's table of statements: its text and argument
+ * types, and its plan, prepared at its first run and kept for the process.
+ */
+#define QUEEN_STMT_MAXARGS	8
+
+typedef struct QueenStmt
+{
+	const char *sql;
+	int			nargs;
+	Oid			types[QUEEN_STMT_MAXARGS];
+	SPIPlanPtr	plan;
+} QueenStmt;
+
+extern int	queen_stmt_run(QueenStmt *stmt, Datum *values, const char *nulls, bool read_only,
+						   int expected, const char *what);
+
 extern Oid	queen_table_oid(const char *name);
 extern void queen_table_changed(const char *table) pg_attribute_noreturn();
 extern void queen_table_attnums(Oid relid, const char *table, const char *const *columns,

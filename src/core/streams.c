@@ -27,65 +27,85 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
-static const char *const sql_register_insert =
-"INSERT INTO queen.stream_queries (id, tenant_id, name, source_queue, sink_queue, config_hash)"
-" VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant_id, name) DO NOTHING RETURNING id";
-
-static const char *const sql_register_lock =
-"SELECT id, config_hash FROM queen.stream_queries WHERE tenant_id = $1 AND name = $2"
-"   FOR NO KEY UPDATE";
-
-static const char *const sql_register_update =
-"UPDATE queen.stream_queries SET source_queue = $2, sink_queue = $3, config_hash = $4,"
-"       updated_at = now() WHERE id = $1";
-
-static const char *const sql_state_clear =
-"DELETE FROM queen.stream_state WHERE query_id = $1";
-
-static const char *const sql_query_share =
-"SELECT 1 FROM queen.stream_queries WHERE id = $1 AND tenant_id = $2 FOR SHARE";
-
-static const char *const sql_state_upsert =
-"INSERT INTO queen.stream_state (query_id, partition_id, key, value)"
-" VALUES ($1, $2, $3, $4::jsonb)"
-" ON CONFLICT (query_id, partition_id, key)"
-" DO UPDATE SET value = EXCLUDED.value, updated_at = now()";
-
-static const char *const sql_state_delete =
-"DELETE FROM queen.stream_state WHERE query_id = $1 AND partition_id = $2 AND key = $3";
-
-/* windowEnd compared as numeric: any JSON number, never a cast error */
-static const char *const sql_state_get =
-"SELECT s.key, s.value::text, s.updated_at FROM queen.stream_state s"
-"  JOIN queen.stream_queries q ON q.id = s.query_id AND q.tenant_id = $3"
-" WHERE s.query_id = $1 AND s.partition_id = $2"
-"   AND ($4::text[] IS NULL OR s.key = ANY ($4))"
-"   AND ($5::text IS NULL OR starts_with(s.key, $5))"
-"   AND ($6::bigint IS NULL OR (jsonb_typeof(s.value -> 'windowEnd') = 'number'"
-"        AND (s.value ->> 'windowEnd')::numeric <= $6))"
-" ORDER BY s.key";
-
-static const char *const sql_forget_source =
-"DELETE FROM queen.stream_queries WHERE tenant_id = $1 AND source_queue = $2";
-
-static SPIPlanPtr queen_register_insert_plan = NULL;
-static SPIPlanPtr queen_register_lock_plan = NULL;
-static SPIPlanPtr queen_register_update_plan = NULL;
-static SPIPlanPtr queen_state_clear_plan = NULL;
-static SPIPlanPtr queen_query_share_plan = NULL;
-static SPIPlanPtr queen_state_upsert_plan = NULL;
-static SPIPlanPtr queen_state_delete_plan = NULL;
-static SPIPlanPtr queen_state_get_plan = NULL;
-static SPIPlanPtr queen_forget_source_plan = NULL;
-
-static void
-queen_stream_exec(SPIPlanPtr plan, Datum *values, const char *nulls, int expected,
-				  const char *what)
+/* The statements, one row each; their plans are kept for the process. */
+enum
 {
-	int			rc = SPI_execute_plan(plan, values, nulls, false, 0);
+	QUEEN_ST_INSERT,			/* a new query */
+	QUEEN_ST_LOCK,				/* a registered one, locked against cycles */
+	QUEEN_ST_UPDATE,
+	QUEEN_ST_CLEAR,				/* a reset: its state removed */
+	QUEEN_ST_SHARE,				/* a cycle's query row */
+	QUEEN_ST_UPSERT,
+	QUEEN_ST_DELETE,
+	QUEEN_ST_GET,
+	QUEEN_ST_FORGET,			/* the queries of a deleted queue */
+	QUEEN_ST_N
+};
 
-	if (rc != expected)
-		elog(ERROR, "queen: %s failed: %s", what, SPI_result_code_string(rc));
+static QueenStmt queen_stream_stmts[QUEEN_ST_N] = {
+	[QUEEN_ST_INSERT] = {
+		"INSERT INTO queen.stream_queries (id, tenant_id, name, source_queue, sink_queue, config_hash)"
+		" VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant_id, name) DO NOTHING RETURNING id",
+		6, {UUIDOID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
+	[QUEEN_ST_LOCK] = {
+		"SELECT id, config_hash FROM queen.stream_queries WHERE tenant_id = $1 AND name = $2"
+		"   FOR NO KEY UPDATE",
+		2, {UUIDOID, TEXTOID}
+	},
+	[QUEEN_ST_UPDATE] = {
+		"UPDATE queen.stream_queries SET source_queue = $2, sink_queue = $3, config_hash = $4,"
+		"       updated_at = now() WHERE id = $1",
+		4, {UUIDOID, TEXTOID, TEXTOID, TEXTOID}
+	},
+	[QUEEN_ST_CLEAR] = {
+		"DELETE FROM queen.stream_state WHERE query_id = $1",
+		1, {UUIDOID}
+	},
+	[QUEEN_ST_SHARE] = {
+		"SELECT 1 FROM queen.stream_queries WHERE id = $1 AND tenant_id = $2 FOR SHARE",
+		2, {UUIDOID, UUIDOID}
+	},
+	[QUEEN_ST_UPSERT] = {
+		"INSERT INTO queen.stream_state (query_id, partition_id, key, value)"
+		" VALUES ($1, $2, $3, $4::jsonb)"
+		" ON CONFLICT (query_id, partition_id, key)"
+		" DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
+		4, {UUIDOID, UUIDOID, TEXTOID, TEXTOID}
+	},
+	[QUEEN_ST_DELETE] = {
+		"DELETE FROM queen.stream_state WHERE query_id = $1 AND partition_id = $2 AND key = $3",
+		3, {UUIDOID, UUIDOID, TEXTOID}
+	},
+	/* windowEnd compared as numeric: any JSON number, never a cast error */
+	[QUEEN_ST_GET] = {
+		"SELECT s.key, s.value::text, s.updated_at FROM queen.stream_state s"
+		"  JOIN queen.stream_queries q ON q.id = s.query_id AND q.tenant_id = $3"
+		" WHERE s.query_id = $1 AND s.partition_id = $2"
+		"   AND ($4::text[] IS NULL OR s.key = ANY ($4))"
+		"   AND ($5::text IS NULL OR starts_with(s.key, $5))"
+		"   AND ($6::numeric IS NULL OR (jsonb_typeof(s.value -> 'windowEnd') = 'number'"
+		"        AND (s.value ->> 'windowEnd')::numeric <= $6::numeric))"
+		" ORDER BY s.key",
+		6, {UUIDOID, UUIDOID, UUIDOID, TEXTARRAYOID, TEXTOID, TEXTOID}
+	},
+	[QUEEN_ST_FORGET] = {
+		"DELETE FROM queen.stream_queries WHERE tenant_id = $1 AND source_queue = $2",
+		2, {UUIDOID, TEXTOID}
+	},
+};
+
+static int
+queen_stream_run(int stmt, Datum *values, const char *nulls, int expected)
+{
+	static const char *const what[QUEEN_ST_N] = {
+		"stream query insert", "stream query lock", "stream query update", "stream state reset",
+		"stream query lock", "stream state upsert", "stream state delete", "stream state read",
+		"stream queries of a deleted queue"
+	};
+
+	return queen_stmt_run(&queen_stream_stmts[stmt], values, nulls, stmt == QUEEN_ST_GET,
+						  expected, what[stmt]);
 }
 
 const char *
@@ -108,13 +128,10 @@ queen_stream_register(const pg_uuid_t *tenant, const char *name, const char *sou
 					  const char *sink_queue, const char *config_hash, bool reset,
 					  QueenStreamQuery *out)
 {
-	Oid			types[6] = {UUIDOID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 	Datum		values[6];
 	char		nulls[6] = "      ";
-	Oid			upd_types[4] = {UUIDOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		upd[4];
-	char		upd_nulls[4] = "    ";
 	Datum		sink = sink_queue != NULL ? CStringGetTextDatum(sink_queue) : (Datum) 0;
+	char		sink_null = sink_queue != NULL ? ' ' : 'n';
 	int			attempt;
 
 	memset(out, 0, sizeof(*out));
@@ -127,12 +144,9 @@ queen_stream_register(const pg_uuid_t *tenant, const char *name, const char *sou
 		values[2] = CStringGetTextDatum(name);
 		values[3] = CStringGetTextDatum(source_queue);
 		values[4] = sink;
-		nulls[4] = sink_queue != NULL ? ' ' : 'n';
+		nulls[4] = sink_null;
 		values[5] = CStringGetTextDatum(config_hash);
-		queen_stream_exec(queen_plan_once(&queen_register_insert_plan, sql_register_insert, 6,
-										  types, false),
-						  values, nulls, SPI_OK_INSERT_RETURNING, "stream query insert");
-		if (SPI_processed == 1)
+		if (queen_stream_run(QUEEN_ST_INSERT, values, nulls, SPI_OK_INSERT_RETURNING) == 1)
 		{
 			out->fresh = true;
 			break;
@@ -140,11 +154,8 @@ queen_stream_register(const pg_uuid_t *tenant, const char *name, const char *sou
 
 		values[0] = UUIDPGetDatum(tenant);
 		values[1] = CStringGetTextDatum(name);
-		queen_stream_exec(queen_plan_once(&queen_register_lock_plan, sql_register_lock, 2,
-										  types + 1, false),
-						  values, NULL, SPI_OK_SELECT, "stream query lock");
 		/* removed since the insert saw it (its queue was deleted): insert again */
-		if (SPI_processed == 0)
+		if (queen_stream_run(QUEEN_ST_LOCK, values, NULL, SPI_OK_SELECT) == 0)
 		{
 			if (attempt < 3)
 				continue;
@@ -160,19 +171,15 @@ queen_stream_register(const pg_uuid_t *tenant, const char *name, const char *sou
 				break;
 			}
 			values[0] = UUIDPGetDatum(&out->id);
-			queen_stream_exec(queen_plan_once(&queen_state_clear_plan, sql_state_clear, 1,
-											  types, false),
-							  values, NULL, SPI_OK_DELETE, "stream state reset");
+			queen_stream_run(QUEEN_ST_CLEAR, values, NULL, SPI_OK_DELETE);
 			out->reset = true;
 		}
-		upd[0] = UUIDPGetDatum(&out->id);
-		upd[1] = CStringGetTextDatum(source_queue);
-		upd[2] = sink;
-		upd[3] = CStringGetTextDatum(config_hash);
-		upd_nulls[2] = nulls[4];
-		queen_stream_exec(queen_plan_once(&queen_register_update_plan, sql_register_update, 4,
-										  upd_types, false),
-						  upd, upd_nulls, SPI_OK_UPDATE, "stream query update");
+		values[0] = UUIDPGetDatum(&out->id);
+		values[1] = CStringGetTextDatum(source_queue);
+		values[2] = sink;
+		values[3] = CStringGetTextDatum(config_hash);
+		nulls[2] = sink_null;
+		queen_stream_run(QUEEN_ST_UPDATE, values, nulls, SPI_OK_UPDATE);
 		break;
 	}
 	SPI_finish();
@@ -199,7 +206,6 @@ bool
 queen_stream_state_apply(const pg_uuid_t *tenant, const pg_uuid_t *query,
 						 const pg_uuid_t *partition, QueenStateOp *ops, int nops)
 {
-	Oid			types[4] = {UUIDOID, UUIDOID, TEXTOID, TEXTOID};
 	Datum		values[4];
 	QueenStateOrder *order;
 	int			i;
@@ -207,9 +213,7 @@ queen_stream_state_apply(const pg_uuid_t *tenant, const pg_uuid_t *query,
 	queen_spi_connect();
 	values[0] = UUIDPGetDatum(query);
 	values[1] = UUIDPGetDatum(tenant);
-	queen_stream_exec(queen_plan_once(&queen_query_share_plan, sql_query_share, 2, types, false),
-					  values, NULL, SPI_OK_SELECT, "stream query lock");
-	if (SPI_processed == 0)
+	if (queen_stream_run(QUEEN_ST_SHARE, values, NULL, SPI_OK_SELECT) == 0)
 	{
 		SPI_finish();
 		return false;
@@ -228,17 +232,11 @@ queen_stream_state_apply(const pg_uuid_t *tenant, const pg_uuid_t *query,
 		const QueenStateOp *op = order[i].op;
 
 		values[2] = CStringGetTextDatum(op->key);
+		values[3] = op->value != NULL ? CStringGetTextDatum(op->value) : (Datum) 0;
 		if (op->value != NULL)
-		{
-			values[3] = CStringGetTextDatum(op->value);
-			queen_stream_exec(queen_plan_once(&queen_state_upsert_plan, sql_state_upsert, 4,
-											  types, false),
-							  values, NULL, SPI_OK_INSERT, "stream state upsert");
-		}
+			queen_stream_run(QUEEN_ST_UPSERT, values, NULL, SPI_OK_INSERT);
 		else
-			queen_stream_exec(queen_plan_once(&queen_state_delete_plan, sql_state_delete, 3,
-											  types, false),
-							  values, NULL, SPI_OK_DELETE, "stream state delete");
+			queen_stream_run(QUEEN_ST_DELETE, values, NULL, SPI_OK_DELETE);
 	}
 	SPI_finish();
 	return true;
@@ -255,7 +253,6 @@ queen_stream_state_get(const pg_uuid_t *tenant, const pg_uuid_t *query,
 					   QueenStateRow **rows)
 {
 	MemoryContext out_cxt = CurrentMemoryContext;
-	Oid			types[6] = {UUIDOID, UUIDOID, UUIDOID, TEXTARRAYOID, TEXTOID, INT8OID};
 	Datum		values[6];
 	char		nulls[6] = "      ";
 	int			n;
@@ -276,13 +273,11 @@ queen_stream_state_get(const pg_uuid_t *tenant, const pg_uuid_t *query,
 		nulls[3] = 'n';
 	values[4] = filter->key_prefix != NULL ? CStringGetTextDatum(filter->key_prefix) : (Datum) 0;
 	nulls[4] = filter->key_prefix != NULL ? ' ' : 'n';
-	values[5] = Int64GetDatum(filter->ripe);
-	nulls[5] = filter->has_ripe ? ' ' : 'n';
+	values[5] = filter->ripe != NULL ? CStringGetTextDatum(filter->ripe) : (Datum) 0;
+	nulls[5] = filter->ripe != NULL ? ' ' : 'n';
 
 	queen_spi_connect();
-	if (SPI_execute_plan(queen_plan_once(&queen_state_get_plan, sql_state_get, 6, types, false),
-						 values, nulls, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "queen: stream state read failed");
+	queen_stream_run(QUEEN_ST_GET, values, nulls, SPI_OK_SELECT);
 	*rows = queen_spi_copy_rows(queen_state_offsets, lengthof(queen_state_offsets),
 								sizeof(QueenStateRow), out_cxt, &n);
 	SPI_finish();
@@ -292,14 +287,11 @@ queen_stream_state_get(const pg_uuid_t *tenant, const pg_uuid_t *query,
 void
 queen_stream_forget_source(const pg_uuid_t *tenant, const char *queue)
 {
-	Oid			types[2] = {UUIDOID, TEXTOID};
 	Datum		values[2];
 
 	queen_spi_connect();
 	values[0] = UUIDPGetDatum(tenant);
 	values[1] = CStringGetTextDatum(queue);
-	queen_stream_exec(queen_plan_once(&queen_forget_source_plan, sql_forget_source, 2, types,
-									  false),
-					  values, NULL, SPI_OK_DELETE, "stream queries of a deleted queue");
+	queen_stream_run(QUEEN_ST_FORGET, values, NULL, SPI_OK_DELETE);
 	SPI_finish();
 }

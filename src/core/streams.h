@@ -61,8 +61,7 @@ typedef struct QueenStateFilter
 	const char *const *keys;	/* these keys (nkeys > 0) */
 	int			nkeys;
 	const char *key_prefix;		/* keys starting so, or NULL */
-	bool		has_ripe;		/* values whose numeric windowEnd <= ripe */
-	int64		ripe;
+	const char *ripe;			/* values whose numeric windowEnd <= this number, or NULL */
 } QueenStateFilter;
 
 typedef struct QueenStateRow

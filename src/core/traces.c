@@ -27,15 +27,6 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-static const char *const sql_insert_trace =
-"INSERT INTO queen.message_traces (id, tenant_id, partition_id, transaction_id,"
-"                                  consumer_group, event_type, data)"
-" VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)";
-
-static const char *const sql_insert_names =
-"INSERT INTO queen.message_trace_names (trace_id, tenant_id, trace_name, created_at)"
-" SELECT $1, $2, n, now() FROM unnest($3::text[]) n ON CONFLICT DO NOTHING";
-
 /* The columns every reader returns, and its names (an array). */
 #define QUEEN_TRACE_COLUMNS \
 "t.id, t.partition_id, t.transaction_id, t.consumer_group, t.event_type, t.data::text," \
@@ -43,57 +34,92 @@ static const char *const sql_insert_names =
 " ARRAY(SELECT n2.trace_name FROM queen.message_trace_names n2" \
 "        WHERE n2.trace_id = t.id ORDER BY 1)"
 
-static const char *const sql_of_message =
-"SELECT " QUEEN_TRACE_COLUMNS ", NULL::text, NULL::text"
-"  FROM queen.message_traces t"
-" WHERE t.tenant_id = $1 AND t.partition_id = $2 AND t.transaction_id = $3"
-" ORDER BY t.created_at, t.id";
-
 #define QUEEN_BY_NAME_FROM \
 "  FROM queen.message_trace_names n" \
 " WHERE n.tenant_id = $1 AND n.trace_name = $2 AND n.created_at >= $3 AND n.created_at <= $4"
 
-static const char *const sql_by_name_count =
-"SELECT count(*)" QUEEN_BY_NAME_FROM;
+/* The statements, one row each; their plans are kept for the process. */
+enum
+{
+	QUEEN_TR_INSERT,
+	QUEEN_TR_INSERT_NAMES,
+	QUEEN_TR_OF_MESSAGE,
+	QUEEN_TR_BY_NAME_COUNT,
+	QUEEN_TR_BY_NAME_PAGE,
+	QUEEN_TR_NAMES_COUNT,
+	QUEEN_TR_NAMES_PAGE,
+	QUEEN_TR_EXPIRE,
+	QUEEN_TR_N
+};
 
-static const char *const sql_by_name_page =
-"SELECT " QUEEN_TRACE_COLUMNS ", q.name, p.name"
-"  FROM (SELECT n.trace_id, n.created_at" QUEEN_BY_NAME_FROM
-"         ORDER BY n.created_at, n.trace_id LIMIT $5 OFFSET $6) n"
-"  JOIN queen.message_traces t ON t.id = n.trace_id"
-"  LEFT JOIN queen.log_partitions p ON p.id = t.partition_id"
-"  LEFT JOIN queen.queues q ON q.id = p.queue_id"
-" ORDER BY n.created_at, n.trace_id";
+static QueenStmt queen_trace_stmts[QUEEN_TR_N] = {
+	[QUEEN_TR_INSERT] = {
+		"INSERT INTO queen.message_traces (id, tenant_id, partition_id, transaction_id,"
+		"                                  consumer_group, event_type, data)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)",
+		7, {UUIDOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
+	[QUEEN_TR_INSERT_NAMES] = {
+		"INSERT INTO queen.message_trace_names (trace_id, tenant_id, trace_name, created_at)"
+		" SELECT $1, $2, n, now() FROM unnest($3::text[]) n ON CONFLICT DO NOTHING",
+		3, {UUIDOID, UUIDOID, TEXTARRAYOID}
+	},
+	[QUEEN_TR_OF_MESSAGE] = {
+		"SELECT " QUEEN_TRACE_COLUMNS ", NULL::text, NULL::text"
+		"  FROM queen.message_traces t"
+		" WHERE t.tenant_id = $1 AND t.partition_id = $2 AND t.transaction_id = $3"
+		" ORDER BY t.created_at, t.id",
+		3, {UUIDOID, UUIDOID, TEXTOID}
+	},
+	[QUEEN_TR_BY_NAME_COUNT] = {
+		"SELECT count(*)" QUEEN_BY_NAME_FROM,
+		4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	[QUEEN_TR_BY_NAME_PAGE] = {
+		"SELECT " QUEEN_TRACE_COLUMNS ", q.name, p.name"
+		"  FROM (SELECT n.trace_id, n.created_at" QUEEN_BY_NAME_FROM
+		"         ORDER BY n.created_at, n.trace_id LIMIT $5 OFFSET $6) n"
+		"  JOIN queen.message_traces t ON t.id = n.trace_id"
+		"  LEFT JOIN queen.log_partitions p ON p.id = t.partition_id"
+		"  LEFT JOIN queen.queues q ON q.id = p.queue_id"
+		" ORDER BY n.created_at, n.trace_id",
+		6, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID}
+	},
+	[QUEEN_TR_NAMES_COUNT] = {
+		"SELECT count(DISTINCT trace_name) FROM queen.message_trace_names WHERE tenant_id = $1",
+		1, {UUIDOID}
+	},
+	[QUEEN_TR_NAMES_PAGE] = {
+		"SELECT n.trace_name, count(*), count(DISTINCT t.transaction_id), max(n.created_at)"
+		"  FROM queen.message_trace_names n JOIN queen.message_traces t ON t.id = n.trace_id"
+		" WHERE n.tenant_id = $1"
+		" GROUP BY n.trace_name ORDER BY max(n.created_at) DESC, n.trace_name LIMIT $2 OFFSET $3",
+		3, {UUIDOID, INT8OID, INT8OID}
+	},
+	/* the oldest first, so a batch always takes what is most due */
+	[QUEEN_TR_EXPIRE] = {
+		"DELETE FROM queen.message_traces WHERE id IN"
+		" (SELECT id FROM queen.message_traces WHERE created_at < $1 ORDER BY created_at LIMIT $2)",
+		2, {TIMESTAMPTZOID, INT8OID}
+	},
+};
 
-static const char *const sql_names_count =
-"SELECT count(DISTINCT trace_name) FROM queen.message_trace_names WHERE tenant_id = $1";
+/* A listing through its count and page statements (queen_spi_listing). */
+static bool
+queen_trace_listing(int count, int page, Datum *values, int limit, int64 *total)
+{
+	QueenStmt  *c = &queen_trace_stmts[count];
+	QueenStmt  *p = &queen_trace_stmts[page];
 
-static const char *const sql_names_page =
-"SELECT n.trace_name, count(*), count(DISTINCT t.transaction_id), max(n.created_at)"
-"  FROM queen.message_trace_names n JOIN queen.message_traces t ON t.id = n.trace_id"
-" WHERE n.tenant_id = $1"
-" GROUP BY n.trace_name ORDER BY max(n.created_at) DESC, n.trace_name LIMIT $2 OFFSET $3";
-
-/* The oldest first, so a batch always takes what is most due. */
-static const char *const sql_expire =
-"DELETE FROM queen.message_traces WHERE id IN"
-" (SELECT id FROM queen.message_traces WHERE created_at < $1 ORDER BY created_at LIMIT $2)";
-
-static SPIPlanPtr queen_trace_insert_plan = NULL;
-static SPIPlanPtr queen_trace_names_insert_plan = NULL;
-static SPIPlanPtr queen_trace_of_message_plan = NULL;
-static SPIPlanPtr queen_trace_by_name_count_plan = NULL;
-static SPIPlanPtr queen_trace_by_name_page_plan = NULL;
-static SPIPlanPtr queen_trace_names_count_plan = NULL;
-static SPIPlanPtr queen_trace_names_page_plan = NULL;
-static SPIPlanPtr queen_trace_expire_plan = NULL;
+	return queen_spi_listing(queen_plan_once(&c->plan, c->sql, c->nargs, c->types, false),
+							 queen_plan_once(&p->plan, p->sql, p->nargs, p->types, false),
+							 values, NULL, limit, total);
+}
 
 /* Record one trace in the caller's transaction; its id (a UUIDv7) in *id. */
 void
 queen_trace_record(const QueenTraceInput *in, pg_uuid_t *id)
 {
-	Oid			types[7] = {UUIDOID, UUIDOID, UUIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	Oid			name_types[3] = {UUIDOID, UUIDOID, TEXTARRAYOID};
 	Datum		values[7];
 	int			i;
 
@@ -106,8 +132,8 @@ queen_trace_record(const QueenTraceInput *in, pg_uuid_t *id)
 	values[4] = CStringGetTextDatum(in->consumer_group);
 	values[5] = CStringGetTextDatum(in->event_type);
 	values[6] = CStringGetTextDatum(in->data);
-	queen_exec(queen_plan_once(&queen_trace_insert_plan, sql_insert_trace, 7, types, false),
-			   values, SPI_OK_INSERT, "trace insert");
+	queen_stmt_run(&queen_trace_stmts[QUEEN_TR_INSERT], values, NULL, false, SPI_OK_INSERT,
+				   "trace insert");
 	if (in->nnames > 0)
 	{
 		Datum	   *names = palloc(sizeof(Datum) * in->nnames);
@@ -115,9 +141,8 @@ queen_trace_record(const QueenTraceInput *in, pg_uuid_t *id)
 		for (i = 0; i < in->nnames; i++)
 			names[i] = CStringGetTextDatum(in->names[i]);
 		values[2] = queen_array_datum(names, in->nnames, TEXTOID);
-		queen_exec(queen_plan_once(&queen_trace_names_insert_plan, sql_insert_names, 3,
-								   name_types, false),
-				   values, SPI_OK_INSERT, "trace names insert");
+		queen_stmt_run(&queen_trace_stmts[QUEEN_TR_INSERT_NAMES], values, NULL, false,
+					   SPI_OK_INSERT, "trace names insert");
 	}
 	SPI_finish();
 }
@@ -142,7 +167,6 @@ queen_traces_of_message(const pg_uuid_t *tenant, const pg_uuid_t *partition_id,
 						const char *transaction_id, QueenTrace **traces)
 {
 	MemoryContext out_cxt = CurrentMemoryContext;
-	Oid			types[3] = {UUIDOID, UUIDOID, TEXTOID};
 	Datum		values[3];
 	int			n;
 
@@ -150,8 +174,8 @@ queen_traces_of_message(const pg_uuid_t *tenant, const pg_uuid_t *partition_id,
 	values[0] = UUIDPGetDatum(tenant);
 	values[1] = UUIDPGetDatum(partition_id);
 	values[2] = CStringGetTextDatum(transaction_id);
-	queen_exec(queen_plan_once(&queen_trace_of_message_plan, sql_of_message, 3, types, false),
-			   values, SPI_OK_SELECT, "trace listing");
+	queen_stmt_run(&queen_trace_stmts[QUEEN_TR_OF_MESSAGE], values, NULL, true, SPI_OK_SELECT,
+				   "trace listing");
 	*traces = queen_spi_copy_rows(queen_trace_offsets, lengthof(queen_trace_offsets),
 								  sizeof(QueenTrace), out_cxt, &n);
 	SPI_finish();
@@ -167,7 +191,6 @@ queen_traces_by_name(const pg_uuid_t *tenant, const char *name, TimestampTz from
 					 TimestampTz to, int limit, int64 offset, QueenTrace **traces, int *ntraces)
 {
 	MemoryContext out_cxt = CurrentMemoryContext;
-	Oid			types[6] = {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID};
 	Datum		values[6];
 	int64		total;
 
@@ -180,11 +203,7 @@ queen_traces_by_name(const pg_uuid_t *tenant, const char *name, TimestampTz from
 	values[3] = TimestampTzGetDatum(to);
 	values[4] = Int64GetDatum((int64) limit);
 	values[5] = Int64GetDatum(offset);
-	if (queen_spi_listing(queen_plan_once(&queen_trace_by_name_count_plan, sql_by_name_count, 4,
-										  types, false),
-						  queen_plan_once(&queen_trace_by_name_page_plan, sql_by_name_page, 6,
-										  types, false),
-						  values, NULL, limit, &total))
+	if (queen_trace_listing(QUEEN_TR_BY_NAME_COUNT, QUEEN_TR_BY_NAME_PAGE, values, limit, &total))
 		*traces = queen_spi_copy_rows(queen_trace_offsets, lengthof(queen_trace_offsets),
 									  sizeof(QueenTrace), out_cxt, ntraces);
 	SPI_finish();
@@ -197,7 +216,6 @@ queen_trace_names(const pg_uuid_t *tenant, int limit, int64 offset, QueenTraceNa
 				  int *nnames)
 {
 	MemoryContext out_cxt = CurrentMemoryContext;
-	Oid			types[3] = {UUIDOID, INT8OID, INT8OID};
 	Datum		values[3];
 	int64		total;
 
@@ -207,11 +225,7 @@ queen_trace_names(const pg_uuid_t *tenant, int limit, int64 offset, QueenTraceNa
 	values[0] = UUIDPGetDatum(tenant);
 	values[1] = Int64GetDatum((int64) limit);
 	values[2] = Int64GetDatum(offset);
-	if (queen_spi_listing(queen_plan_once(&queen_trace_names_count_plan, sql_names_count, 1,
-										  types, false),
-						  queen_plan_once(&queen_trace_names_page_plan, sql_names_page, 3,
-										  types, false),
-						  values, NULL, limit, &total))
+	if (queen_trace_listing(QUEEN_TR_NAMES_COUNT, QUEEN_TR_NAMES_PAGE, values, limit, &total))
 		*names = queen_spi_copy_rows(queen_trace_name_offsets, lengthof(queen_trace_name_offsets),
 									 sizeof(QueenTraceName), out_cxt, nnames);
 	SPI_finish();
@@ -222,16 +236,14 @@ queen_trace_names(const pg_uuid_t *tenant, int limit, int64 offset, QueenTraceNa
 int64
 queen_traces_expire(TimestampTz before, int limit)
 {
-	Oid			types[2] = {TIMESTAMPTZOID, INT8OID};
 	Datum		values[2];
 	int64		removed;
 
 	queen_spi_connect();
 	values[0] = TimestampTzGetDatum(before);
 	values[1] = Int64GetDatum((int64) limit);
-	queen_exec(queen_plan_once(&queen_trace_expire_plan, sql_expire, 2, types, false),
-			   values, SPI_OK_DELETE, "trace expiry");
-	removed = (int64) SPI_processed;
+	removed = queen_stmt_run(&queen_trace_stmts[QUEEN_TR_EXPIRE], values, NULL, false,
+							 SPI_OK_DELETE, "trace expiry");
 	SPI_finish();
 	return removed;
 }

@@ -69,7 +69,9 @@ queen_stream_register_sql(PG_FUNCTION_ARGS)
 	char	   *name = queen_stream_name_arg(fcinfo, 0, "name");
 	char	   *source = queen_stream_name_arg(fcinfo, 1, "source_queue");
 	char	   *hash = queen_stream_name_arg(fcinfo, 2, "config_hash");
-	char	   *sink = PG_ARGISNULL(3) ? NULL : queen_stream_name_arg(fcinfo, 3, "sink_queue");
+	/* "" is no sink, as over HTTP */
+	char	   *sink = PG_ARGISNULL(3) || VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(3)) == 0 ? NULL :
+		queen_stream_name_arg(fcinfo, 3, "sink_queue");
 	bool		reset = !PG_ARGISNULL(4) && PG_GETARG_BOOL(4);
 	pg_uuid_t	tenant;
 	QueenStreamQuery q;

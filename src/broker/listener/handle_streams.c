@@ -33,7 +33,6 @@
 
 #include "common/hashfn.h"
 
-#include <math.h>
 
 /* The most keys one state read may name. */
 #define QUEEN_STREAM_MAX_KEYS	10000
@@ -111,8 +110,9 @@ queen_handle_stream_register(QueenHttpRequest *req, const QueenRouteParams *para
 	if (problem == NULL &&
 		(problem = queen_stream_required(&v[QUEEN_REG_NAME], "name", &name)) == NULL &&
 		(problem = queen_stream_required(&v[QUEEN_REG_SOURCE], "source_queue", &source)) == NULL &&
-		(problem = queen_body_name(&v[QUEEN_REG_SINK], "sink_queue", QUEEN_MAX_NAME_BYTES,
-								   &sink)) == NULL &&
+		((v[QUEEN_REG_SINK].type == JSON_TOKEN_STRING && v[QUEEN_REG_SINK].len == 0) ||
+		 (problem = queen_body_name(&v[QUEEN_REG_SINK], "sink_queue", QUEEN_MAX_NAME_BYTES,
+									&sink)) == NULL) &&
 		(problem = queen_stream_required(&v[QUEEN_REG_HASH], "config_hash", &hash)) == NULL)
 		problem = queen_stream_bool(&v[QUEEN_REG_RESET], "reset", false, &reset);
 	if (problem != NULL)
@@ -172,23 +172,15 @@ queen_state_take_key(void *arg, int index, char *str, size_t len)
 	return NULL;
 }
 
-/* ripe_at_or_before: epoch milliseconds, a JSON number (its whole part). */
+/* ripe_at_or_before: epoch milliseconds, any JSON number, compared exactly. */
 static const char *
 queen_state_ripe(const QueenJsonValue *v, QueenArgsStreamState *a)
 {
-	double		ms;
-	char	   *end;
-
 	if (v->type == JSON_TOKEN_INVALID || v->type == JSON_TOKEN_NULL)
 		return NULL;
 	if (v->type != JSON_TOKEN_NUMBER)
 		return "ripe_at_or_before must be a number (epoch milliseconds)";
-	errno = 0;
-	ms = strtod(v->str, &end);
-	if (errno != 0 || *end != '\0' || ms < -9.2e18 || ms > 9.2e18)
-		return "ripe_at_or_before is out of range";
-	a->has_ripe = 1;
-	a->ripe = (int64) floor(ms);
+	a->ripe = queen_wire_text(v->str, v->len);
 	return NULL;
 }
 
@@ -284,6 +276,18 @@ typedef struct QueenCycleParse
 	StringInfoData states;		/* the state changes on the wire */
 	int			nstates;
 } QueenCycleParse;
+
+/* A later "state_ops" replaces an earlier one whole, as jsonb keeps the last key. */
+static void
+queen_cycle_state_begin(void *arg)
+{
+	QueenCycleParse *st = (QueenCycleParse *) arg;
+
+	st->error = NULL;
+	st->too_many = false;
+	resetStringInfo(&st->states);
+	st->nstates = 0;
+}
 
 /* One state op: {"type": "upsert", "key", "value"} or {"type": "delete", "key"}. */
 static bool
@@ -383,6 +387,12 @@ queen_cycle_pushes(const QueenJsonValue *v, QueenHttpItem **items, int *n, bool 
 		*n = 0;
 		return NULL;
 	}
+	if (problem == NULL && *n > queen_max_push_items)
+	{
+		*too_many = true;
+		return psprintf("more than %d push_items in one cycle (queen.max_push_items)",
+						queen_max_push_items);
+	}
 	return problem != NULL ? psprintf("push_%s", problem) : NULL;
 }
 
@@ -422,9 +432,13 @@ queen_handle_stream_cycle(QueenHttpRequest *req, const QueenRouteParams *params)
 	shape.element.nnames = QUEEN_OP_NKEYS;
 	shape.element.values = st.op;
 	shape.element_end = queen_cycle_state_op;
+	shape.array_begin = queen_cycle_state_begin;
 	shape.arg = &st;
 
 	problem = queen_body_walk(req->body, req->body_len, &shape);
+	/* the last "state_ops" was not an array: no earlier one counts */
+	if (v[QUEEN_CYCLE_STATE_OPS].type != JSON_TOKEN_ARRAY_START)
+		queen_cycle_state_begin(&st);
 	if (problem == NULL)
 		problem = st.error;
 	if (problem == NULL &&

@@ -400,6 +400,7 @@ queen_handle_transaction(QueenHttpRequest *req, const QueenRouteParams *params)
 	}
 
 	initStringInfo(&arg);
+	memset(&head, 0, sizeof(head));
 	head.nitems = st.nops + st.nleases;
 	queen_control_put_args(&arg, QUEEN_CONTROL_TXN, &head);
 	for (i = 0; i < st.nops; i++)

@@ -95,8 +95,7 @@ queen_op_stream_state_run(QueenOpCall *call)
 	filter.keys = (const char *const *) keys;
 	filter.nkeys = a->nkeys;
 	filter.key_prefix = a->key_prefix.len > 0 ? queen_wire_cstring(a->key_prefix) : NULL;
-	filter.has_ripe = a->has_ripe != 0;
-	filter.ripe = a->ripe;
+	filter.ripe = a->ripe.len > 0 ? queen_wire_cstring(a->ripe) : NULL;
 	memcpy(query.data, a->query_id, UUID_LEN);
 	memcpy(partition.data, a->partition_id, UUID_LEN);
 	r->n = queen_stream_state_get(&call->tenant, &query, &partition, &filter, &r->rows);
