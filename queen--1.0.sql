@@ -282,7 +282,7 @@ CREATE INDEX idx_log_dlq_partition_failed_at
 -- (POST /api/v1/traces, src/core/traces.c).  Advisory: a trace names its
 -- message by partition and transactionId and is stored whether or not that
 -- message exists; the maintenance worker removes traces older than
--- queen.trace_retention_seconds.  trace_names holds the names it may be
+-- queen.trace_retention.  trace_names holds the names it may be
 -- found by (GET /api/v1/traces/by-name/:name), one row each.
 ------------------------------------------------------------------------------
 CREATE TABLE queen.message_traces (

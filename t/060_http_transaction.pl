@@ -158,6 +158,43 @@ is($total, 1000, 'every pushed message is stored');
 ($s) = pop($port, '/api/v1/pop/queue/big.in?batch=10');
 is($s, 204, 'and every input is acknowledged');
 
+# ---- several requiredLeases: each ack acts under the one its partition holds ---------
+push_items($port, map { { queue => 'rl.in', partition => "r$_", transactionId => "rl-$_", payload => $_ } } 1 .. 3);
+my %rl;
+for my $p (1 .. 3)
+{
+	my ($ps, $pp) = pop($port, "/api/v1/pop/queue/rl.in/partition/r$p?batch=1");
+	$rl{$p} = $pp;
+}
+($status, $res) = txn({ operations => [
+	(map { { type => 'ack', transactionId => "rl-$_", partitionId => $rl{$_}{partitionId} } } 1 .. 2),
+	{ type => 'push', queue => 'rl.out', partition => 'ok', payload => 1, transactionId => 'rl-ok' } ],
+	requiredLeases => [ $rl{1}{leaseId}, $rl{2}{leaseId} ] });
+ok($res->{success}, 'acks without a leaseId, under two requiredLeases: each under its own') or diag explain $res;
+# r3's lease runs out and another consumer takes the message: the first one's
+# transaction names its lease among others, and is refused
+$node->safe_psql('postgres', "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'"
+	. " WHERE partition_id = '$rl{3}{partitionId}'");
+my ($ts, $taker) = pop($port, '/api/v1/pop/queue/rl.in/partition/r3?batch=1');
+is($taker->{messages}[0]{transactionId}, 'rl-3', 'another consumer took r3 over');
+($status, $res) = txn({ operations => [
+	{ type => 'ack', transactionId => 'rl-3', partitionId => $rl{3}{partitionId} },
+	{ type => 'push', queue => 'rl.out', partition => 'late', payload => 1, transactionId => 'rl-late' } ],
+	requiredLeases => [ $rl{1}{leaseId}, $rl{3}{leaseId} ] });
+ok(!$res->{success}, 'an ack whose partition is leased under none of requiredLeases fails the transaction');
+is($res->{reason}, 'ack_failed', 'as ack_failed');
+like($res->{error}, qr/not leased under any of requiredLeases/, 'saying why');
+is(stored('rl.out', 'late'), '', 'its push rolled back');
+($status, $res) = txn({ operations => [ { type => 'ack', transactionId => 'rl-3', partitionId => $rl{3}{partitionId} } ],
+	requiredLeases => [ $rl{1}{leaseId}, $taker->{leaseId} ] });
+ok($res->{success}, 'the consumer holding it acks it under its lease among others');
+
+# the last "operations" wins whole, as jsonb keeps the last of duplicate keys
+($status, $res, my $rawdup) = txn('{"operations":[{"type":"push","queue":"dup.ops","partition":"a","payload":1}],'
+	. '"operations":[{"type":"push","queue":"dup.ops","partition":"b","payload":2}]}');
+ok($res->{success} && scalar @{ $res->{results} } == 1, 'two operations arrays: only the last one runs') or diag $rawdup;
+is(stored('dup.ops', 'a'), '', 'nothing of the first');
+
 # ---- bad bodies -----------------------------------------------------------------
 my %refused = (
 	'not JSON' => '{"operations": [',
@@ -187,6 +224,13 @@ is($status, 503, 'in maintenance mode a transaction is 503');
 like($res->{error}, qr/maintenance mode/, 'and says why');
 set_maintenance($port, 0);
 is(stored('out', 'm'), '', 'and nothing of it was stored');
+push_items($port, { queue => 'mm.in', partition => 'm', transactionId => 'mm-1', payload => 1 });
+my ($ms, $mpop) = pop($port, '/api/v1/pop/queue/mm.in/partition/m?batch=1');
+set_maintenance($port, 1);
+($status, $res) = txn({ operations => [ { type => 'ack', transactionId => 'mm-1', partitionId => $mpop->{partitionId} } ],
+	requiredLeases => [ $mpop->{leaseId} ] });
+ok($status == 200 && $res->{success}, 'a transaction of acks alone runs in maintenance mode') or diag explain $res;
+set_maintenance($port, 0);
 
 # ---- metrics -------------------------------------------------------------------
 ok(metric($port, 'queen_transactions_total{result="committed"}') >= 4, 'committed transactions are counted');

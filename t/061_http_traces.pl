@@ -60,6 +60,17 @@ ok($res->{success}, 'a trace of a 300-byte transactionId');
 ($status, $res) = http_json($port, 'GET', "/api/v1/traces/$pid/$long");
 is(scalar @{ $res->{traces} }, 1, 'reads back by its path');
 
+# a message's listing is bounded: at most 1,000 traces, the oldest
+$node->safe_psql('postgres', "INSERT INTO queen.message_traces (id, tenant_id, partition_id, transaction_id,"
+	. " consumer_group, event_type, data, created_at)"
+	. " SELECT gen_random_uuid(), (SELECT tenant_id FROM queen.message_traces LIMIT 1), '$pid', 'many',"
+	. " 'g', 'info', jsonb_build_object('i', i), now() + make_interval(secs => i)"
+	. " FROM generate_series(1, 1001) i");
+($status, $res) = http_json($port, 'GET', "/api/v1/traces/$pid/many");
+is(scalar @{ $res->{traces} }, 1000, 'a message with 1,001 traces lists 1,000');
+is_deeply($res->{traces}[0]{data}, { i => 1 }, 'the oldest first');
+$node->safe_psql('postgres', "DELETE FROM queen.message_traces WHERE transaction_id = 'many'");
+
 # ---- by name, paged ---------------------------------------------------------------
 ($status, $res) = http_json($port, 'GET', '/api/v1/traces/by-name/order-1');
 is($status, 200, 'by name: 200');

@@ -175,6 +175,12 @@ is_deeply([ map { $_->{key} } @{ $res->{rows} } ], [ 'r:frac' ], 'a fractional b
 	qq({"query_id":"$qid","partition_id":"$pid","key_prefix":"r:","ripe_at_or_before":9223372036854775807}));
 like($dbody, qr/"r:frac"/, 'the largest int64 is a bound like any other');
 cycle(state_ops => [ { type => 'delete', key => 'r:frac' } ]);
+($status, $dbody) = http_request($port, 'POST', '/streams/v1/state/get',
+	qq({"query_id":"$qid","partition_id":"$pid","ripe_at_or_before":1e1000000}));
+is($status, 400, 'a bound numeric cannot hold: 400');
+# consumer_group "" is queue mode, as Queen's NULLIF has it
+($status, $res) = post('/streams/v1/cycle', { query_id => $qid, partition_id => $pid, consumer_group => '' });
+ok($status == 200 && $res->{success}, 'consumer_group "" is queue mode');
 
 # ---- bad bodies --------------------------------------------------------------------------
 my @bad = (
@@ -212,7 +218,7 @@ is($res->{query_id}, $qid, 'the same query');
 is(sql("SELECT count(*) FROM queen.stream_state WHERE query_id = '$qid'"), '0', 'its state is gone');
 
 # ---- metrics ------------------------------------------------------------------------
-is(metric($port, 'queen_stream_cycles_total{result="committed"}'), 11, 'committed cycles counted');
+is(metric($port, 'queen_stream_cycles_total{result="committed"}'), 12, 'committed cycles counted');
 is(metric($port, 'queen_stream_cycles_total{result="ack_failed"}'), 2, 'cycles refused for their ack');
 is(metric($port, 'queen_stream_cycles_total{result="no_query"}'), 1, 'and for their query');
 

@@ -277,6 +277,9 @@ extern void queen_lock_consumers(const QueenConsumerKey *keys, int nkeys,
 extern int	queen_renew_lease(const char *lease_id, int32 seconds,
 							  TimestampTz *earliest);
 
+/* The lease a (locked) consumer row holds now, or NULL (lease.c). */
+extern char *queen_consumer_lease(const pg_uuid_t *partition, const char *group);
+
 /* ----------------------------------------------------------------
  *		Consumer groups (consumer_admin.c)
  * ----------------------------------------------------------------

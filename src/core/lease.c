@@ -136,3 +136,35 @@ queen_lock_consumers(const QueenConsumerKey *keys, int nkeys,
 			   values, SPI_OK_SELECT, "locking consumer rows in order");
 	SPI_finish();
 }
+
+/*
+ * The lease a consumer row holds now (its worker_id, live or run out), or
+ * NULL when it holds none or there is no such row: for a caller that names
+ * the leases its acks may act under rather than each ack's own (a
+ * transaction's requiredLeases).  The core's ack then judges that lease as
+ * it judges any.  Call it with the row locked, so that the answer holds.
+ */
+char *
+queen_consumer_lease(const pg_uuid_t *partition, const char *group)
+{
+	static QueenStmt stmt = {
+		"SELECT worker_id FROM queen.log_consumers WHERE partition_id = $1 AND consumer_group = $2",
+		2, {UUIDOID, TEXTOID}, NULL
+	};
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Datum		values[2];
+	char	   *lease = NULL;
+
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(partition);
+	values[1] = CStringGetTextDatum(group);
+	if (queen_stmt_run(&stmt, values, NULL, true, SPI_OK_SELECT, "consumer lease") == 1)
+	{
+		char	   *held = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (held != NULL)
+			lease = MemoryContextStrdup(out_cxt, held);
+	}
+	SPI_finish();
+	return lease;
+}

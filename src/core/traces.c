@@ -10,7 +10,7 @@
  * the message up would cost every trace a read of the log, and a trace of
  * a message retention already removed is still worth keeping.  Traces do
  * not live for ever: the maintenance worker removes those older than
- * queen.trace_retention_seconds (queen_traces_expire), in bounded
+ * queen.trace_retention (queen_traces_expire), in bounded
  * batches.  None of this is on a push's or a pop's path.
  *
  *-------------------------------------------------------------------------
@@ -68,7 +68,7 @@ static QueenStmt queen_trace_stmts[QUEEN_TR_N] = {
 		"SELECT " QUEEN_TRACE_COLUMNS ", NULL::text, NULL::text"
 		"  FROM queen.message_traces t"
 		" WHERE t.tenant_id = $1 AND t.partition_id = $2 AND t.transaction_id = $3"
-		" ORDER BY t.created_at, t.id",
+		" ORDER BY t.created_at, t.id LIMIT " CppAsString2(QUEEN_TRACES_OF_MESSAGE_MAX),
 		3, {UUIDOID, UUIDOID, TEXTOID}
 	},
 	[QUEEN_TR_BY_NAME_COUNT] = {
@@ -76,12 +76,12 @@ static QueenStmt queen_trace_stmts[QUEEN_TR_N] = {
 		4, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 	},
 	[QUEEN_TR_BY_NAME_PAGE] = {
-		"SELECT " QUEEN_TRACE_COLUMNS ", q.name, p.name"
+		"SELECT " QUEEN_TRACE_COLUMNS ", q.name, CASE WHEN q.id IS NOT NULL THEN p.name END"
 		"  FROM (SELECT n.trace_id, n.created_at" QUEEN_BY_NAME_FROM
 		"         ORDER BY n.created_at, n.trace_id LIMIT $5 OFFSET $6) n"
 		"  JOIN queen.message_traces t ON t.id = n.trace_id"
 		"  LEFT JOIN queen.log_partitions p ON p.id = t.partition_id"
-		"  LEFT JOIN queen.queues q ON q.id = p.queue_id"
+		"  LEFT JOIN queen.queues q ON q.id = p.queue_id AND q.tenant_id = t.tenant_id"
 		" ORDER BY n.created_at, n.trace_id",
 		6, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID}
 	},

@@ -47,6 +47,13 @@ typedef struct QueenTraceName
 	TimestampTz last_seen;
 } QueenTraceName;
 
+/*
+ * The most traces a message's listing returns, the oldest first: anyone
+ * may record any number against one message, and one request must stay
+ * bounded in memory and time.
+ */
+#define QUEEN_TRACES_OF_MESSAGE_MAX	1000
+
 extern void queen_trace_record(const QueenTraceInput *in, pg_uuid_t *id);
 extern int	queen_traces_of_message(const pg_uuid_t *tenant, const pg_uuid_t *partition_id,
 									const char *transaction_id, QueenTrace **traces);

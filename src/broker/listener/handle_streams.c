@@ -180,6 +180,9 @@ queen_state_ripe(const QueenJsonValue *v, QueenArgsStreamState *a)
 		return NULL;
 	if (v->type != JSON_TOKEN_NUMBER)
 		return "ripe_at_or_before must be a number (epoch milliseconds)";
+	/* the bound is compared as numeric: what numeric cannot hold is refused here */
+	if (queen_json_number_problem(v->str, v->len) != NULL)
+		return "ripe_at_or_before is out of range";
 	a->ripe = queen_wire_text(v->str, v->len);
 	return NULL;
 }
@@ -449,8 +452,10 @@ queen_handle_stream_cycle(QueenHttpRequest *req, const QueenRouteParams *params)
 	if (problem == NULL &&
 		(problem = queen_body_uuid(&v[QUEEN_CYCLE_QUERY], "query_id", &query)) == NULL &&
 		(problem = queen_body_uuid(&v[QUEEN_CYCLE_PARTITION], "partition_id", &partition)) == NULL &&
-		(problem = queen_body_name(&v[QUEEN_CYCLE_GROUP], "consumer_group", QUEEN_MAX_NAME_BYTES,
-								   &group)) == NULL &&
+		/* "" is queue mode, as Queen's NULLIF has it */
+		((v[QUEEN_CYCLE_GROUP].type == JSON_TOKEN_STRING && v[QUEEN_CYCLE_GROUP].len == 0) ||
+		 (problem = queen_body_name(&v[QUEEN_CYCLE_GROUP], "consumer_group", QUEEN_MAX_NAME_BYTES,
+									&group)) == NULL) &&
 		(problem = queen_stream_bool(&v[QUEEN_CYCLE_RELEASE], "release_lease", true,
 									 &release)) == NULL &&
 		(problem = queen_cycle_pushes(&v[QUEEN_CYCLE_PUSH_ITEMS], &pushes, &npush,

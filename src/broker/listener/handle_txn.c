@@ -230,6 +230,17 @@ queen_txn_element_end(void *arg, int index, bool object)
 	return false;
 }
 
+/* A later "operations" replaces an earlier one whole, as jsonb keeps the last key. */
+static void
+queen_txn_ops_begin(void *arg)
+{
+	QueenTxnParse *st = (QueenTxnParse *) arg;
+
+	st->error = NULL;
+	st->too_many = false;
+	st->nops = st->npush = st->nack = 0;
+}
+
 /* requiredLeases: lease ids a pop answered, each a string holding a UUID. */
 static char *
 queen_txn_take_lease(void *arg, int index, char *str, size_t len)
@@ -297,6 +308,7 @@ queen_parse_txn_body(const char *body, size_t len, QueenTxnParse *st, int *statu
 	shape.element.nnames = QUEEN_TXN_NKEYS;
 	shape.element.values = st->v;
 	shape.element_end = queen_txn_element_end;
+	shape.array_begin = queen_txn_ops_begin;
 	shape.arg = st;
 	st->shape = &shape;
 
@@ -392,7 +404,7 @@ queen_handle_transaction(QueenHttpRequest *req, const QueenRouteParams *params)
 	 * In maintenance mode pushes wait in the spool, and a transaction's
 	 * pushes cannot: stored now, they would overtake what waits there.
 	 */
-	if (queen_maintenance_on())
+	if (st.npush > 0 && queen_maintenance_on())
 	{
 		queen_respond_error(req, 503,
 							"the broker is in maintenance mode: pushes wait in the spool, and a transaction's pushes, which must commit with its acks, cannot; nothing was done, try again when maintenance mode is off");

@@ -87,7 +87,8 @@ typedef struct QueenTxnRun
 	pg_uuid_t	id;				/* the transaction's own id, minted here */
 	QueenTxnItem *items;
 	int			nitems;
-	const char *lease;			/* the only one of requiredLeases, or NULL */
+	const char **leases;		/* requiredLeases, in canonical form */
+	int			nleases;
 	int			nstate;			/* a cycle's state changes */
 } QueenTxnRun;
 
@@ -97,18 +98,17 @@ queen_txn_decode(QueenOpCall *call, QueenTxnRun *run)
 {
 	QueenMsgReader r = call->items;
 	const QueenArgsTxn *head = (const QueenArgsTxn *) call->args;
-	int			nleases = 0;
 	int			i;
 
-	/* an item takes at least its kind and six lengths */
+	/* an item takes at least its kind and eight lengths */
 	if (head->nitems < 0 ||
-		(Size) head->nitems > (r.len - r.pos) / (1 + 6 * sizeof(uint32)))
+		(Size) head->nitems > (r.len - r.pos) / (1 + 8 * sizeof(uint32)))
 		return false;
 	run->head = head;
 	queen_txn_what = head->cycle ? "cycle" : "transaction";
 	run->items = palloc0(sizeof(QueenTxnItem) * Max(head->nitems, 1));
 	run->nitems = head->nitems;
-	run->lease = NULL;
+	run->leases = palloc(sizeof(char *) * Max(head->nitems, 1));
 	for (i = 0; i < head->nitems; i++)
 	{
 		QueenArgsTxnItem *w = &run->items[i].w;
@@ -117,12 +117,9 @@ queen_txn_decode(QueenOpCall *call, QueenTxnRun *run)
 			(w->kind == QUEEN_TXN_ACK &&
 			 !queen_wire_get_fields(&r, &queen_args_ack_item, &run->items[i].ackw)))
 			return false;
-		if (w->kind == QUEEN_TXN_LEASE && nleases++ == 0)
-			run->lease = queen_wire_cstring(w->lease);
+		if (w->kind == QUEEN_TXN_LEASE)
+			run->leases[run->nleases++] = queen_lease_id_normal(queen_wire_cstring(w->lease));
 	}
-	/* several leases name no single one: an ack without its own goes without */
-	if (nleases > 1)
-		run->lease = NULL;
 	return r.pos == r.len;
 }
 
@@ -209,15 +206,13 @@ queen_txn_push(QueenOpCall *call, QueenTxnRun *run)
 		}
 }
 
-/* One ack as the core takes it; without a lease of its own, the request's only one. */
+/* One ack as the core takes it. */
 static QueenAckItem *
 queen_txn_ack_item(const QueenTxnRun *run, const QueenArgsAckItem *w)
 {
 	QueenAckItem *it = palloc(sizeof(QueenAckItem));
 
 	queen_ack_item_from_wire(w, it);
-	if (it->lease_id == NULL)
-		it->lease_id = run->lease;
 	it->release_lease = run->head->cycle && run->head->release_lease;
 	return it;
 }
@@ -253,6 +248,38 @@ queen_txn_ack_refused(const QueenAckItem *it)
 }
 
 /*
+ * An ack without a lease of its own acts under the request's
+ * requiredLeases (Queen's clients name them there, not on each ack): under
+ * the only one, or, with several, the one its consumer row holds, if that
+ * is one of them.  A row held under none of them is refused: its message
+ * is another consumer's now.  Without requiredLeases it goes without a
+ * lease, as an ack without a leaseId does.  Called with the row locked.
+ */
+static void
+queen_txn_ack_lease(const QueenTxnRun *run, QueenAckItem *it, const char *group)
+{
+	char	   *held;
+	int			i;
+
+	if (it->lease_id != NULL || run->nleases == 0)
+		return;
+	if (run->nleases == 1)
+	{
+		it->lease_id = run->leases[0];
+		return;
+	}
+	held = queen_consumer_lease(&it->partition_id, group);
+	for (i = 0; held != NULL && i < run->nleases; i++)
+		if (strcmp(held, run->leases[i]) == 0)
+		{
+			it->lease_id = held;
+			return;
+		}
+	it->problem = "invalid lease: the partition is not leased under any of requiredLeases (its lease expired and it went to another consumer, or it was never leased)";
+	queen_txn_ack_refused(it);
+}
+
+/*
  * The acks, after the pushes: every consumer row locked first in the
  * global order, then each group's acks through the core.  One that was
  * not carried out raises.
@@ -284,6 +311,8 @@ queen_txn_ack(QueenTxnRun *run)
 	if (nacks == 0)
 		return;
 	queen_lock_consumers(keys, nacks, NULL, 0);
+	for (i = 0; i < nacks; i++)
+		queen_txn_ack_lease(run, acks[i]->ack, keys[i].group);
 
 	queen_txn_sort_keys = keys;
 	qsort(order, nacks, sizeof(int), queen_txn_cmp_group);
