@@ -319,6 +319,37 @@ queen_json_shape(const char *text, size_t len, QueenJsonShape *shape)
 }
 
 /*
+ * A shape that reads the root object's keys (names, n of them) into values
+ * (cleared here), and no nested object or array of elements.
+ */
+void
+queen_json_shape_keys(QueenJsonShape *shape, const char *const *names, int n,
+					  QueenJsonValue *values)
+{
+	memset(shape, 0, sizeof(*shape));
+	memset(values, 0, sizeof(QueenJsonValue) * n);
+	shape->top.names = names;
+	shape->top.nnames = n;
+	shape->top.values = values;
+	shape->nested = shape->array = -1;
+}
+
+/* ... and the objects of the top key array's array, their keys into values. */
+void
+queen_json_shape_array(QueenJsonShape *shape, int array, const char *const *names, int n,
+					   QueenJsonValue *values, void (*begin) (void *arg),
+					   bool (*end) (void *arg, int index, bool object), void *arg)
+{
+	shape->array = array;
+	shape->element.names = names;
+	shape->element.nnames = n;
+	shape->element.values = values;
+	shape->array_begin = begin;
+	shape->element_end = end;
+	shape->arg = arg;
+}
+
+/*
  * The one key a body is read for ({"seconds": N}, {"enabled": true}):
  * NULL and its value (absent: JSON_TOKEN_INVALID), or why the body is not
  * a JSON object.
@@ -329,11 +360,7 @@ queen_json_key(const char *text, size_t len, const char *name, QueenJsonValue *v
 	QueenJsonShape shape;
 	char	   *problem;
 
-	memset(&shape, 0, sizeof(shape));
-	shape.top.names = &name;
-	shape.top.nnames = 1;
-	shape.top.values = value;
-	shape.nested = shape.array = -1;
+	queen_json_shape_keys(&shape, &name, 1, value);
 	problem = queen_json_shape(text, len, &shape);
 	if (problem != NULL)
 		return psprintf("invalid JSON: %s", problem);

@@ -65,6 +65,11 @@ extern void queen_json_sem(JsonSemAction *sem, void *state, json_struct_action o
 						   json_ofield_action field_end, json_aelem_action element_start,
 						   json_scalar_action scalar);
 extern char *queen_json_shape(const char *text, size_t len, QueenJsonShape *shape);
+extern void queen_json_shape_keys(QueenJsonShape *shape, const char *const *names, int n,
+								  QueenJsonValue *values);
+extern void queen_json_shape_array(QueenJsonShape *shape, int array, const char *const *names,
+								   int n, QueenJsonValue *values, void (*begin) (void *arg),
+								   bool (*end) (void *arg, int index, bool object), void *arg);
 extern char *queen_json_key(const char *text, size_t len, const char *name,
 						   QueenJsonValue *value);
 extern const char *queen_json_kind(JsonTokenType type);

@@ -330,30 +330,17 @@ queen_parse_ack_body(const char *body, size_t len, bool batch, int max_items, in
 	if (problem != NULL)
 		return problem;
 	memset(&st, 0, sizeof(st));
-	memset(&shape, 0, sizeof(shape));
 	st.max_items = max_items;
-	shape.nested = -1;
-	shape.array = -1;
 	if (batch)
 	{
-		shape.top.names = queen_batch_key_names;
-		shape.top.nnames = lengthof(queen_batch_key_names);
-		shape.top.values = top;
-		shape.array = QUEEN_BATCH_KEY_ACKS;
+		queen_json_shape_keys(&shape, queen_batch_key_names, lengthof(queen_batch_key_names), top);
 		/* a batch's items name no group: theirs is the batch's */
-		shape.element.names = queen_ack_key_names;
-		shape.element.nnames = QUEEN_ACK_KEY_GROUP;
-		shape.element.values = st.v;
-		shape.array_begin = queen_ack_array_begin;
-		shape.element_end = queen_ack_element_end;
-		shape.arg = &st;
+		queen_json_shape_array(&shape, QUEEN_BATCH_KEY_ACKS, queen_ack_key_names,
+							   QUEEN_ACK_KEY_GROUP, st.v, queen_ack_array_begin,
+							   queen_ack_element_end, &st);
 	}
 	else
-	{
-		shape.top.names = queen_ack_key_names;
-		shape.top.nnames = QUEEN_ACK_NKEYS;
-		shape.top.values = st.v;
-	}
+		queen_json_shape_keys(&shape, queen_ack_key_names, QUEEN_ACK_NKEYS, st.v);
 
 	problem = queen_json_shape(body, len, &shape);
 	if (problem != NULL)

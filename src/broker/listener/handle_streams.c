@@ -61,12 +61,7 @@ queen_stream_walk(QueenHttpRequest *req, const char *const *names, int n, QueenJ
 {
 	QueenJsonShape shape;
 
-	memset(v, 0, sizeof(QueenJsonValue) * n);
-	memset(&shape, 0, sizeof(shape));
-	shape.top.names = names;
-	shape.top.nnames = n;
-	shape.top.values = v;
-	shape.nested = shape.array = -1;
+	queen_json_shape_keys(&shape, names, n, v);
 	return queen_body_walk(req->body, req->body_len, &shape);
 }
 
@@ -352,12 +347,7 @@ queen_cycle_ack(const QueenJsonValue *ackv, const QueenJsonValue *partition, Que
 	QueenJsonShape shape;
 	char	   *problem;
 
-	memset(v, 0, sizeof(v));
-	memset(&shape, 0, sizeof(shape));
-	shape.top.names = queen_ack_key_names;
-	shape.top.nnames = QUEEN_ACK_NKEYS;
-	shape.top.values = v;
-	shape.nested = shape.array = -1;
+	queen_json_shape_keys(&shape, queen_ack_key_names, QUEEN_ACK_NKEYS, v);
 	if ((problem = queen_json_shape(ackv->span, ackv->span_len, &shape)) != NULL)
 		return psprintf("ack: %s", problem);
 	v[QUEEN_ACK_KEY_PARTITION] = *partition;
@@ -422,21 +412,11 @@ queen_handle_stream_cycle(QueenHttpRequest *req, const QueenRouteParams *params)
 	StringInfoData arg;
 
 	(void) params;
-	memset(v, 0, sizeof(v));
 	memset(&st, 0, sizeof(st));
 	initStringInfo(&st.states);
-	memset(&shape, 0, sizeof(shape));
-	shape.top.names = queen_cycle_keys;
-	shape.top.nnames = QUEEN_CYCLE_NKEYS;
-	shape.top.values = v;
-	shape.nested = -1;
-	shape.array = QUEEN_CYCLE_STATE_OPS;
-	shape.element.names = queen_state_op_keys;
-	shape.element.nnames = QUEEN_OP_NKEYS;
-	shape.element.values = st.op;
-	shape.element_end = queen_cycle_state_op;
-	shape.array_begin = queen_cycle_state_begin;
-	shape.arg = &st;
+	queen_json_shape_keys(&shape, queen_cycle_keys, QUEEN_CYCLE_NKEYS, v);
+	queen_json_shape_array(&shape, QUEEN_CYCLE_STATE_OPS, queen_state_op_keys, QUEEN_OP_NKEYS,
+						   st.op, queen_cycle_state_begin, queen_cycle_state_op, &st);
 
 	problem = queen_body_walk(req->body, req->body_len, &shape);
 	/* the last "state_ops" was not an array: no earlier one counts */

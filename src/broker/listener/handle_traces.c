@@ -96,12 +96,7 @@ queen_handle_trace(QueenHttpRequest *req, const QueenRouteParams *params)
 	const char *problem;
 
 	(void) params;
-	memset(v, 0, sizeof(v));
-	memset(&shape, 0, sizeof(shape));
-	shape.top.names = queen_trace_keys;
-	shape.top.nnames = QUEEN_TRACE_NKEYS;
-	shape.top.values = v;
-	shape.nested = shape.array = -1;
+	queen_json_shape_keys(&shape, queen_trace_keys, QUEEN_TRACE_NKEYS, v);
 	initStringInfo(&names);
 	problem = queen_body_walk(req->body, req->body_len, &shape);
 	if (problem == NULL &&

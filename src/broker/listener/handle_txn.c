@@ -298,18 +298,9 @@ queen_parse_txn_body(const char *body, size_t len, QueenTxnParse *st, int *statu
 	if (problem != NULL)
 		return problem;
 	memset(st, 0, sizeof(*st));
-	memset(&shape, 0, sizeof(shape));
-	shape.top.names = queen_txn_top_keys;
-	shape.top.nnames = lengthof(queen_txn_top_keys);
-	shape.top.values = top;
-	shape.nested = -1;
-	shape.array = QUEEN_TXN_TOP_OPS;
-	shape.element.names = queen_txn_op_keys;
-	shape.element.nnames = QUEEN_TXN_NKEYS;
-	shape.element.values = st->v;
-	shape.element_end = queen_txn_element_end;
-	shape.array_begin = queen_txn_ops_begin;
-	shape.arg = st;
+	queen_json_shape_keys(&shape, queen_txn_top_keys, lengthof(queen_txn_top_keys), top);
+	queen_json_shape_array(&shape, QUEEN_TXN_TOP_OPS, queen_txn_op_keys, QUEEN_TXN_NKEYS, st->v,
+						   queen_txn_ops_begin, queen_txn_element_end, st);
 	st->shape = &shape;
 
 	problem = queen_json_shape(body, len, &shape);
