@@ -1,0 +1,214 @@
+/*-------------------------------------------------------------------------
+ *
+ * retention.c
+ *	  Retention: whole segments removed from the start of a partition's log
+ *	  once a queue's rules say they may go (reference 6.1, 6.2), one bounded
+ *	  step per partition, and the sweep that finds the partitions due.
+ *
+ * Rule 1 (retentionEnabled, retentionSeconds): a segment created before
+ * the cutoff goes, consumed or not.  Rule 2 (completedRetentionSeconds): a
+ * segment created before its cutoff goes once every consumer row of the
+ * partition has committed past its end; a partition nobody consumes keeps
+ * it.  created_at rises with the offset in a partition, and so does what
+ * is committed, so each rule removes a prefix of the log, and both
+ * together the longer prefix.  A step holds the partition row (FOR NO KEY
+ * UPDATE, as a push does) for at most max_rows segments, so a push waits
+ * for one step at most; the segments go in one ranged DELETE, and
+ * log_start moves to the first offset kept, never backwards and never into
+ * a segment.  Consumers whose cursor is below log_start resume at the
+ * first segment kept (the claim reads from log_start).  log_txns is not
+ * touched: the dedup window outlives the messages (its purge is its own).
+ *
+ * Only partitions that are due are visited: oldest_live_at (the created_at
+ * of the first segment kept, indexed per queue) before the queue's
+ * cutoff.  An idle partition costs nothing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "queen.h"
+#include "retention.h"
+#include "spi.h"
+
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+
+enum
+{
+	QUEEN_RT_LOCK,
+	QUEEN_RT_CHOOSE,
+	QUEEN_RT_DELETE,
+	QUEEN_RT_ADVANCE,
+	QUEEN_RT_DUE,
+	QUEEN_RT_N
+};
+
+static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
+	[QUEEN_RT_LOCK] = {
+		"SELECT p.log_start, (SELECT min(c.committed) FROM queen.log_consumers c"
+		"                      WHERE c.partition_id = p.id)"
+		"  FROM queen.log_partitions p WHERE p.id = $1 FOR NO KEY UPDATE OF p",
+		1, {UUIDOID}, NULL
+	},
+
+	/*
+	 * The first max_rows + 1 segments from log_start, and how long a prefix
+	 * of them the rules let go ($3: rule 1's cutoff, $4: rule 2's, -infinity
+	 * when off; $5: the lowest cursor, -1 when nobody consumes).
+	 */
+	[QUEEN_RT_CHOOSE] = {
+		"SELECT base_offset, end_offset FROM"
+		" (SELECT base_offset, end_offset,"
+		"         bool_and(created_at < $3 OR (created_at < $4 AND end_offset <= $5))"
+		"           OVER (ORDER BY base_offset) AS ok"
+		"    FROM (SELECT * FROM queen.log_segments"
+		"           WHERE partition_id = $1 AND base_offset >= $2"
+		"           ORDER BY base_offset LIMIT $6) s) w"
+		" WHERE ok ORDER BY base_offset",
+		6, {UUIDOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID}, NULL
+	},
+	[QUEEN_RT_DELETE] = {
+		"DELETE FROM queen.log_segments"
+		" WHERE partition_id = $1 AND base_offset >= $2 AND base_offset <= $3",
+		3, {UUIDOID, INT8OID, INT8OID}, NULL
+	},
+	[QUEEN_RT_ADVANCE] = {
+		"UPDATE queen.log_partitions SET log_start = $2,"
+		"       oldest_live_at = (SELECT s.created_at FROM queen.log_segments s"
+		"                          WHERE s.partition_id = $1 AND s.base_offset >= $2"
+		"                          ORDER BY s.base_offset LIMIT 1)"
+		" WHERE id = $1",
+		2, {UUIDOID, INT8OID}, NULL
+	},
+
+	/*
+	 * Partitions due under either rule, oldest first: per queue with
+	 * retention on, an index probe on (queue_id, oldest_live_at).
+	 */
+	[QUEEN_RT_DUE] = {
+		"SELECT p.id, q.name, p.name,"
+		"       CASE WHEN q.retention_seconds > 0"
+		"            THEN now() - make_interval(secs => q.retention_seconds) END,"
+		"       CASE WHEN q.completed_retention_seconds > 0"
+		"            THEN now() - make_interval(secs => q.completed_retention_seconds) END"
+		"  FROM queen.queues q"
+		"  CROSS JOIN LATERAL"
+		"   (SELECT p.id, p.name, p.oldest_live_at FROM queen.log_partitions p"
+		"     WHERE p.queue_id = q.id AND p.oldest_live_at IS NOT NULL"
+		"       AND p.oldest_live_at < now() - make_interval(secs => LEAST("
+		"             CASE WHEN q.retention_seconds > 0 THEN q.retention_seconds END,"
+		"             CASE WHEN q.completed_retention_seconds > 0"
+		"                  THEN q.completed_retention_seconds END))"
+		"     ORDER BY p.oldest_live_at LIMIT $1) p"
+		" WHERE q.retention_enabled"
+		"   AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0)"
+		" ORDER BY p.oldest_live_at LIMIT $1",
+		1, {INT4OID}, NULL
+	},
+};
+
+/*
+ * One step over one partition, in the caller's transaction: the segments
+ * the rules let go, at most max_rows of them.  A cutoff of DT_NOBEGIN
+ * turns its rule off.
+ */
+void
+queen_retention_step(const pg_uuid_t *partition, TimestampTz all_cutoff,
+					 TimestampTz completed_cutoff, int max_rows, QueenRetentionStep *out)
+{
+	Datum		values[6];
+	char		nulls[6] = "      ";
+	int64		log_start;
+	int64		lowest;
+	bool		isnull;
+	int			n;
+	int			i;
+
+	memset(out, 0, sizeof(*out));
+	out->done = true;
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(partition);
+	if (queen_stmt_run(&queen_retention_stmts[QUEEN_RT_LOCK], values, NULL, false,
+					   SPI_OK_SELECT, "retention lock") == 0)
+	{
+		SPI_finish();
+		return;
+	}
+	log_start = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	lowest = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+										 &isnull));
+	if (isnull)
+		lowest = -1;			/* nobody consumes: rule 2 keeps everything */
+	out->new_log_start = log_start;
+
+	values[1] = Int64GetDatum(log_start);
+	values[2] = TimestampTzGetDatum(all_cutoff);
+	values[3] = TimestampTzGetDatum(completed_cutoff);
+	values[4] = Int64GetDatum(lowest);
+	values[5] = Int64GetDatum((int64) max_rows + 1);
+	n = queen_stmt_run(&queen_retention_stmts[QUEEN_RT_CHOOSE], values, nulls, true,
+					   SPI_OK_SELECT, "retention choice");
+	if (n > max_rows)
+	{
+		n = max_rows;
+		out->done = false;
+	}
+	if (n > 0)
+	{
+		int64		first = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		int64		last = queen_get_int64(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 1);
+
+		for (i = 0; i < n; i++)
+			out->messages += queen_get_int64(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2) -
+				queen_get_int64(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1) + 1;
+		out->new_log_start = queen_get_int64(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 2) + 1;
+		out->segments = n;
+		values[1] = Int64GetDatum(first);
+		values[2] = Int64GetDatum(last);
+		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_DELETE], values, NULL, false,
+					   SPI_OK_DELETE, "retention delete");
+		values[1] = Int64GetDatum(out->new_log_start);
+		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_ADVANCE], values, NULL, false,
+					   SPI_OK_UPDATE, "retention advance");
+	}
+	SPI_finish();
+}
+
+/*
+ * The partitions due, oldest first, at most limit: their ids, names and
+ * each rule's cutoff (DT_NOBEGIN when the rule is off), in the caller's
+ * memory.
+ */
+int
+queen_retention_due(int limit, QueenRetentionDue **due)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Datum		values[1];
+	int			n;
+	int			i;
+
+	queen_spi_connect();
+	values[0] = Int32GetDatum(limit);
+	n = queen_stmt_run(&queen_retention_stmts[QUEEN_RT_DUE], values, NULL, true,
+					   SPI_OK_SELECT, "retention work list");
+	*due = MemoryContextAllocZero(out_cxt, sizeof(QueenRetentionDue) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		QueenRetentionDue *r = &(*due)[i];
+		bool		isnull;
+		Datum		v;
+
+		queen_get_uuid(t, d, 1, &r->partition_id);
+		r->queue = MemoryContextStrdup(out_cxt, SPI_getvalue(t, d, 2));
+		r->partition = MemoryContextStrdup(out_cxt, SPI_getvalue(t, d, 3));
+		v = SPI_getbinval(t, d, 4, &isnull);
+		r->all_cutoff = isnull ? DT_NOBEGIN : DatumGetTimestampTz(v);
+		v = SPI_getbinval(t, d, 5, &isnull);
+		r->completed_cutoff = isnull ? DT_NOBEGIN : DatumGetTimestampTz(v);
+	}
+	SPI_finish();
+	return n;
+}
