@@ -74,6 +74,7 @@ int			queen_push_statement_timeout_ms = 30000;
 bool		queen_maintenance_mode_setting = false;
 int			queen_consumer_lag_interval_s = 10;
 int			queen_trace_retention_s = 7 * 86400;
+int			queen_retention_interval_ms = 5000;
 int			queen_dedup_index_min_hashes = 4096;
 char	   *queen_test_fault_setting = NULL;
 
@@ -485,6 +486,15 @@ queen_define_delivery_gucs(GucContext fixed_at_start)
 							7 * 86400, 0, INT_MAX,
 							PGC_SIGHUP,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.retention_interval",
+							"How often the maintenance worker applies the queues' retention.",
+							"Each sweep steps every partition due under retentionSeconds or completedRetentionSeconds, one bounded transaction per step. 0 turns retention off in the broker (queen.retention_run still works).",
+							&queen_retention_interval_ms,
+							5000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("queen.dedup_index_min_hashes",

@@ -4,8 +4,9 @@
  *	  The maintenance worker, which drains the disk spool (spool.c) into
  *	  the database exactly once while maintenance mode (maintenance_mode.c) is
  *	  off, samples the consumer lag for /metrics (lag.c), sorts stored
- *	  hashes into dedup runs (dedup_index.c) and removes traces past
- *	  queen.trace_retention (traces.c).
+ *	  hashes into dedup runs (dedup_index.c), removes traces past
+ *	  queen.trace_retention (traces.c) and applies the queues' retention
+ *	  every queen.retention_interval (retention.c).
  *
  * The drain.  While maintenance mode is off, the worker takes finished
  * spool files oldest first and commits each one in one transaction
@@ -47,6 +48,7 @@
 #include "drain.h"
 #include "maintenance.h"
 #include "spool.h"
+#include "retention.h"
 #include "traces.h"
 #include "worker.h"
 
@@ -116,6 +118,70 @@ queen_trace_sweep(void)
 							   &removed, &result))
 		return false;
 	return removed == QUEEN_TRACE_BATCH;
+}
+
+/*
+ * Retention (retention.c): the due partitions, then one step each in a
+ * transaction of its own, so no partition row is held longer than one
+ * step's segments and a push waits for one step at most.
+ */
+#define QUEEN_RETENTION_DUE_CAP		1000
+#define QUEEN_RETENTION_MAX_ROWS	1000
+
+typedef struct QueenRetentionPass
+{
+	MemoryContext cxt;			/* where the work list lives, across transactions */
+	QueenRetentionDue *due;
+	int			ndue;
+	int			i;				/* the partition a step body works on */
+	QueenRetentionStep step;
+} QueenRetentionPass;
+
+static void
+queen_retention_due_body(void *arg)
+{
+	QueenRetentionPass *p = (QueenRetentionPass *) arg;
+	MemoryContext old = MemoryContextSwitchTo(p->cxt);
+
+	p->ndue = queen_retention_due(QUEEN_RETENTION_DUE_CAP, &p->due);
+	MemoryContextSwitchTo(old);
+}
+
+static void
+queen_retention_step_body(void *arg)
+{
+	QueenRetentionPass *p = (QueenRetentionPass *) arg;
+	QueenRetentionDue *d = &p->due[p->i];
+
+	queen_retention_step(&d->partition_id, d->all_cutoff, d->completed_cutoff,
+						 QUEEN_RETENTION_MAX_ROWS, &p->step);
+}
+
+/* One sweep; true when a partition had more to remove than its step took. */
+static bool
+queen_retention_sweep(void)
+{
+	QueenRetentionPass p;
+	QueenTxResult result;
+	bool		behind = false;
+
+	if (queen_retention_interval_ms <= 0 || !queen_worker_extension_present())
+		return false;
+	memset(&p, 0, sizeof(p));
+	p.cxt = CurrentMemoryContext;
+	if (!queen_worker_transact("retention work list", "maintenance", queen_retention_due_body,
+							   &p, &result))
+		return false;
+	for (p.i = 0; p.i < p.ndue; p.i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			break;
+		if (queen_worker_transact("retention step", "maintenance", queen_retention_step_body,
+								  &p, &result) && !p.step.done)
+			behind = true;
+	}
+	return behind || p.ndue == QUEEN_RETENTION_DUE_CAP;
 }
 
 /* Refresh the gauges; returns the finished files, oldest first. */
@@ -273,8 +339,10 @@ queen_maintenance_main(Datum arg)
 	TimestampTz last_lag = 0;
 	TimestampTz last_index = 0;
 	TimestampTz last_traces = 0;
+	TimestampTz last_retention = 0;
 	bool		index_behind = false;
 	bool		traces_behind = false;
+	bool		retention_behind = false;
 	HASHCTL		ctl;
 
 	slot = queen_worker_begin(QUEEN_MAINTENANCE, DatumGetInt32(arg));
@@ -357,13 +425,22 @@ queen_maintenance_main(Datum arg)
 			traces_behind = queen_trace_sweep();
 		}
 
+		/* the queues' retention (retention.c): again at once while behind */
+		if ((queen_retention_interval_ms > 0 &&
+			 TimestampDifferenceExceeds(last_retention, now, queen_retention_interval_ms)) ||
+			retention_behind)
+		{
+			last_retention = now;
+			retention_behind = queen_retention_sweep();
+		}
+
 		files = queen_drain_survey();
 		if (files != NIL && !queen_maintenance_on() && queen_worker_extension_present() &&
 			queen_drain_pass(files) > 0)
 			continue;
 		if (files != NIL)
 			timeout = 100;
-		if (index_behind || traces_behind)
+		if (index_behind || traces_behind || retention_behind)
 			timeout = 1;
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
