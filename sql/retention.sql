@@ -8,6 +8,8 @@
 SELECT queen.configure_queue_v1('{"queue": "ret.all", "options": {"retentionEnabled": true, "retentionSeconds": 60}}') IS NOT NULL AS configured;
 SELECT queen.configure_queue_v1('{"queue": "ret.done", "options": {"retentionEnabled": true, "completedRetentionSeconds": 60}}') IS NOT NULL AS configured;
 SELECT queen.configure_queue_v1('{"queue": "ret.off", "options": {"retentionSeconds": 60}}') IS NOT NULL AS configured;
+-- maxWaitTimeSeconds evicts whether retention is enabled or not, leased or not
+SELECT queen.configure_queue_v1('{"queue": "ret.wait", "options": {"maxWaitTimeSeconds": 60}}') IS NOT NULL AS configured;
 SELECT status FROM queen.push('ret.all', '{"n": 0}');
 SELECT status FROM queen.push('ret.all', '{"n": 1}');
 SELECT status FROM queen.push('ret.all', '{"n": 2}');
@@ -15,6 +17,9 @@ SELECT status FROM queen.push('ret.done', '{"n": 0}');
 SELECT status FROM queen.push('ret.done', '{"n": 1}');
 SELECT status FROM queen.push('ret.done', '{"n": 2}');
 SELECT status FROM queen.push('ret.off', '{"n": 0}');
+SELECT status FROM queen.push('ret.wait', '{"n": 0}');
+SELECT status FROM queen.push('ret.wait', '{"n": 1}');
+SELECT count(*) AS leased FROM queen.pop('ret.wait', batch => 1);
 
 -- nothing is due yet
 SELECT * FROM queen.retention_run();
@@ -36,6 +41,7 @@ SELECT * FROM queen.retention_run() ORDER BY queue;
 SELECT log_offset, payload FROM queen.read('ret.all');
 SELECT log_offset, payload FROM queen.read('ret.done');
 SELECT log_offset FROM queen.read('ret.off');
+SELECT log_offset FROM queen.read('ret.wait');
 
 -- one step at most max_rows segments
 SELECT count(*) FROM queen.pop('ret.done', consumer_group => 'b', batch => 5, auto_ack => true);

@@ -6,7 +6,10 @@
  *	  step per partition, and the sweep that finds the partitions due.
  *
  * Rule 1 (retentionEnabled, retentionSeconds): a segment created before
- * the cutoff goes, consumed or not.  Rule 2 (completedRetentionSeconds): a
+ * the cutoff goes, consumed or not; maxWaitTimeSeconds is the same rule
+ * with its own cutoff, whether retention is enabled or not (Queen's
+ * eviction: unconsumed and leased messages go, with no dead letter), and
+ * the later of the two cutoffs applies.  Rule 2 (completedRetentionSeconds): a
  * segment created before its cutoff goes once every consumer row of the
  * partition has committed past its end; a partition nobody consumes keeps
  * it.  created_at rises with the offset in a partition, and so does what
@@ -83,26 +86,28 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 	},
 
 	/*
-	 * Partitions due under either rule, oldest first: per queue with
-	 * retention on, an index probe on (queue_id, oldest_live_at).
+	 * Partitions due, oldest first: per queue with a rule on, an index
+	 * probe on (queue_id, oldest_live_at).  LEAST skips NULLs: the shorter
+	 * of retentionSeconds and maxWaitTimeSeconds is rule 1's age.
 	 */
 	[QUEEN_RT_DUE] = {
 		"SELECT p.id, q.name, p.name,"
-		"       CASE WHEN q.retention_seconds > 0"
-		"            THEN now() - make_interval(secs => q.retention_seconds) END,"
-		"       CASE WHEN q.completed_retention_seconds > 0"
-		"            THEN now() - make_interval(secs => q.completed_retention_seconds) END"
+		"       now() - make_interval(secs => r.all_s),"
+		"       now() - make_interval(secs => r.done_s)"
 		"  FROM queen.queues q"
+		"  CROSS JOIN LATERAL"
+		"   (SELECT LEAST(CASE WHEN q.retention_enabled AND q.retention_seconds > 0"
+		"                      THEN q.retention_seconds END,"
+		"                 CASE WHEN q.max_wait_time_seconds > 0"
+		"                      THEN q.max_wait_time_seconds END) AS all_s,"
+		"           CASE WHEN q.retention_enabled AND q.completed_retention_seconds > 0"
+		"                THEN q.completed_retention_seconds END AS done_s) r"
 		"  CROSS JOIN LATERAL"
 		"   (SELECT p.id, p.name, p.oldest_live_at FROM queen.log_partitions p"
 		"     WHERE p.queue_id = q.id AND p.oldest_live_at IS NOT NULL"
-		"       AND p.oldest_live_at < now() - make_interval(secs => LEAST("
-		"             CASE WHEN q.retention_seconds > 0 THEN q.retention_seconds END,"
-		"             CASE WHEN q.completed_retention_seconds > 0"
-		"                  THEN q.completed_retention_seconds END))"
+		"       AND p.oldest_live_at < now() - make_interval(secs => LEAST(r.all_s, r.done_s))"
 		"     ORDER BY p.oldest_live_at LIMIT $1) p"
-		" WHERE q.retention_enabled"
-		"   AND (q.retention_seconds > 0 OR q.completed_retention_seconds > 0)"
+		" WHERE r.all_s IS NOT NULL OR r.done_s IS NOT NULL"
 		" ORDER BY p.oldest_live_at LIMIT $1",
 		1, {INT4OID}, NULL
 	},
