@@ -919,12 +919,14 @@ AS 'MODULE_PATHNAME', 'queen_stream_cycle_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Retention from SQL (src/sql/retention_sql.c, src/core/retention.c): one
--- step over each due partition, in the caller's transaction; what each
--- removed.  For a cluster without the broker, e.g. with pg_cron:
+-- step over each due partition, in the caller's transaction, the segments
+-- the queues' rules let go ("segments"), then the hashes past every dedup
+-- window ("hashes", log_start being txns_start); what each removed.  For a cluster without the broker, e.g. with pg_cron:
 --   SELECT cron.schedule('queen-retention', '5 seconds', 'SELECT count(*) FROM queen.retention_run()');
 CREATE FUNCTION queen.retention_run(
 	max_partitions integer DEFAULT 100,
 	max_rows integer DEFAULT 1000)
-RETURNS TABLE (queue text, partition text, segments bigint, messages bigint, log_start bigint)
+RETURNS TABLE (kind text, queue text, partition text, segments bigint, messages bigint,
+			   log_start bigint)
 AS 'MODULE_PATHNAME', 'queen_retention_run_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

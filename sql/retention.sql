@@ -54,4 +54,23 @@ SELECT q.name, p.log_start, p.oldest_live_at IS NOT NULL AS has_live
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
  WHERE q.name LIKE 'ret.%' ORDER BY 1;
 
+-- the log_txns purge: hashes older than every need for them (the dedup
+-- window, completedRetentionSeconds, 15 minutes) go, whatever the queue's
+-- retention; a duplicate inside the window is still one, and a transactionId
+-- whose hash went may be pushed again
+SELECT queen.configure_queue_v1('{"queue": "ret.dedup", "options": {"dedupWindowSeconds": 60}}') IS NOT NULL AS configured;
+SELECT status FROM queen.push('ret.dedup', '{"n": 0}', 'Default', 'old');
+SELECT status FROM queen.push('ret.dedup', '{"n": 1}', 'Default', 'recent');
+UPDATE queen.log_txns t SET created_at = t.created_at - interval '1 hour'
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE p.id = t.partition_id AND q.name = 'ret.dedup' AND t.base_offset = 0;
+UPDATE queen.log_partitions p SET oldest_txn_at = p.oldest_txn_at - interval '1 hour'
+  FROM queen.queues q WHERE q.id = p.queue_id AND q.name = 'ret.dedup';
+SELECT * FROM queen.retention_run() WHERE queue = 'ret.dedup';
+SELECT p.txns_start, (SELECT count(*) FROM queen.log_txns t WHERE t.partition_id = p.id) AS hash_rows
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'ret.dedup';
+SELECT status FROM queen.push('ret.dedup', '{"n": 2}', 'Default', 'recent');
+SELECT status FROM queen.push('ret.dedup', '{"n": 3}', 'Default', 'old');
+SELECT log_offset, transaction_id FROM queen.read('ret.dedup');
+
 SELECT * FROM queen.retention_run(max_partitions => 0);

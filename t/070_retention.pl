@@ -51,6 +51,18 @@ is_deeply([ map { $_->{transactionId} } @{ $pop->{messages} } ], [ 'rt.all-2' ],
 push_items($port, { queue => 'rt.all', transactionId => 'after', payload => 3 });
 is(sql("SELECT max(log_offset) FROM queen.read('rt.all')"), '3', 'pushes go on at the next offset');
 
+# the hashes behind every dedup window go too, whatever the retention
+sql(q{UPDATE queen.log_txns t SET created_at = t.created_at - interval '1 hour'
+        FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+       WHERE p.id = t.partition_id AND q.name = 'rt.all' AND t.base_offset < 2});
+sql(q{UPDATE queen.log_partitions p SET oldest_txn_at = p.oldest_txn_at - interval '1 hour'
+        FROM queen.queues q WHERE q.id = p.queue_id AND q.name = 'rt.all'});
+ok(wait_for(sub { sql(q{SELECT p.txns_start FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+                        WHERE q.name = 'rt.all'}) eq '2' }, 30),
+	'the worker purged the two old hash rows');
+push_items($port, { queue => 'rt.all', transactionId => 'rt.all-0', payload => 'again' });
+is(sql("SELECT max(log_offset) FROM queen.read('rt.all')"), '4', 'a transactionId whose hash went is stored again');
+
 is(scalar(log_crashes($node)), 0, 'no worker crashed');
 $node->stop;
 done_testing();

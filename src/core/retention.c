@@ -44,6 +44,12 @@ enum
 	QUEEN_RT_DELETE,
 	QUEEN_RT_ADVANCE,
 	QUEEN_RT_DUE,
+	QUEEN_RT_TXNS_LOCK,
+	QUEEN_RT_TXNS_CHOOSE,
+	QUEEN_RT_TXNS_DELETE,
+	QUEEN_RT_TXNS_ADVANCE,
+	QUEEN_RT_RUNS_DELETE,
+	QUEEN_RT_TXNS_DUE,
 	QUEEN_RT_N
 };
 
@@ -109,6 +115,56 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 		"     ORDER BY p.oldest_live_at LIMIT $1) p"
 		" WHERE r.all_s IS NOT NULL OR r.done_s IS NOT NULL"
 		" ORDER BY p.oldest_live_at LIMIT $1",
+		1, {INT4OID}, NULL
+	},
+	[QUEEN_RT_TXNS_LOCK] = {
+		"SELECT txns_start FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
+		1, {UUIDOID}, NULL
+	},
+	/* created_at rises with the offset: the rows before the cutoff are a prefix */
+	[QUEEN_RT_TXNS_CHOOSE] = {
+		"SELECT base_offset, end_offset FROM queen.log_txns"
+		" WHERE partition_id = $1 AND base_offset >= $2 AND created_at < $3"
+		" ORDER BY base_offset LIMIT $4",
+		4, {UUIDOID, INT8OID, TIMESTAMPTZOID, INT8OID}, NULL
+	},
+	[QUEEN_RT_TXNS_DELETE] = {
+		"DELETE FROM queen.log_txns"
+		" WHERE partition_id = $1 AND base_offset >= $2 AND base_offset <= $3",
+		3, {UUIDOID, INT8OID, INT8OID}, NULL
+	},
+	[QUEEN_RT_TXNS_ADVANCE] = {
+		"UPDATE queen.log_partitions SET txns_start = $2,"
+		"       oldest_txn_at = (SELECT t.created_at FROM queen.log_txns t"
+		"                         WHERE t.partition_id = $1 AND t.base_offset >= $2"
+		"                         ORDER BY t.base_offset LIMIT 1)"
+		" WHERE id = $1",
+		2, {UUIDOID, INT8OID}, NULL
+	},
+	/* dedup runs wholly below the hashes kept: their hits would find no row */
+	[QUEEN_RT_RUNS_DELETE] = {
+		"DELETE FROM queen.log_dedup WHERE partition_id = $1 AND run_end < $2",
+		2, {UUIDOID, INT8OID}, NULL
+	},
+
+	/*
+	 * Partitions whose oldest hashes are past every queue's need for them:
+	 * its dedup window, completedRetentionSeconds and 15 minutes, whichever
+	 * is longest (Queen's txns cutoff), retention enabled or not.
+	 */
+	[QUEEN_RT_TXNS_DUE] = {
+		"SELECT p.id, q.name, p.name, r.cutoff, NULL::timestamptz"
+		"  FROM queen.queues q"
+		"  CROSS JOIN LATERAL"
+		"   (SELECT now() - make_interval(secs => GREATEST(q.dedup_window_seconds,"
+		"                                              q.completed_retention_seconds, 900))"
+		"           AS cutoff) r"
+		"  CROSS JOIN LATERAL"
+		"   (SELECT p.id, p.name, p.oldest_txn_at FROM queen.log_partitions p"
+		"     WHERE p.queue_id = q.id AND p.oldest_txn_at IS NOT NULL"
+		"       AND p.oldest_txn_at < r.cutoff"
+		"     ORDER BY p.oldest_txn_at LIMIT $1) p"
+		" ORDER BY p.oldest_txn_at LIMIT $1",
 		1, {INT4OID}, NULL
 	},
 };
@@ -185,8 +241,8 @@ queen_retention_step(const pg_uuid_t *partition, TimestampTz all_cutoff,
  * each rule's cutoff (DT_NOBEGIN when the rule is off), in the caller's
  * memory.
  */
-int
-queen_retention_due(int limit, QueenRetentionDue **due)
+static int
+queen_due(int stmt, int limit, QueenRetentionDue **due)
 {
 	MemoryContext out_cxt = CurrentMemoryContext;
 	Datum		values[1];
@@ -195,7 +251,7 @@ queen_retention_due(int limit, QueenRetentionDue **due)
 
 	queen_spi_connect();
 	values[0] = Int32GetDatum(limit);
-	n = queen_stmt_run(&queen_retention_stmts[QUEEN_RT_DUE], values, NULL, true,
+	n = queen_stmt_run(&queen_retention_stmts[stmt], values, NULL, true,
 					   SPI_OK_SELECT, "retention work list");
 	*due = MemoryContextAllocZero(out_cxt, sizeof(QueenRetentionDue) * Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -216,4 +272,80 @@ queen_retention_due(int limit, QueenRetentionDue **due)
 	}
 	SPI_finish();
 	return n;
+}
+
+int
+queen_retention_due(int limit, QueenRetentionDue **due)
+{
+	return queen_due(QUEEN_RT_DUE, limit, due);
+}
+
+/* The partitions whose hashes are due for the purge; all_cutoff is its cutoff. */
+int
+queen_txns_due(int limit, QueenRetentionDue **due)
+{
+	return queen_due(QUEEN_RT_TXNS_DUE, limit, due);
+}
+
+/*
+ * One step of the log_txns purge over one partition: the hash rows created
+ * before cutoff, at most max_rows, from txns_start up, and the dedup runs
+ * wholly below the new txns_start.  The cutoff lies behind the queue's
+ * dedup window, so no probe's answer changes: a probe reads from
+ * txns_start and ignores rows older than its window, and a run's or the
+ * cache's hit whose row is gone counts for nothing (dedup_probe.c).  An
+ * ack of a message whose hash went is unresolvable, as in Queen.
+ */
+void
+queen_txns_purge_step(const pg_uuid_t *partition, TimestampTz cutoff, int max_rows,
+					  QueenRetentionStep *out)
+{
+	Datum		values[4];
+	int64		txns_start;
+	int			n;
+	int			i;
+
+	memset(out, 0, sizeof(*out));
+	out->done = true;
+	queen_spi_connect();
+	values[0] = UUIDPGetDatum(partition);
+	if (queen_stmt_run(&queen_retention_stmts[QUEEN_RT_TXNS_LOCK], values, NULL, false,
+					   SPI_OK_SELECT, "txns purge lock") == 0)
+	{
+		SPI_finish();
+		return;
+	}
+	txns_start = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	out->new_log_start = txns_start;
+	values[1] = Int64GetDatum(txns_start);
+	values[2] = TimestampTzGetDatum(cutoff);
+	values[3] = Int64GetDatum((int64) max_rows + 1);
+	n = queen_stmt_run(&queen_retention_stmts[QUEEN_RT_TXNS_CHOOSE], values, NULL, true,
+					   SPI_OK_SELECT, "txns purge choice");
+	if (n > max_rows)
+	{
+		n = max_rows;
+		out->done = false;
+	}
+	if (n > 0)
+	{
+		int64		first = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		int64		last = queen_get_int64(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 1);
+
+		for (i = 0; i < n; i++)
+			out->messages += queen_get_int64(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2) -
+				queen_get_int64(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1) + 1;
+		out->new_log_start = queen_get_int64(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 2) + 1;
+		out->segments = n;
+		values[1] = Int64GetDatum(first);
+		values[2] = Int64GetDatum(last);
+		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_TXNS_DELETE], values, NULL, false,
+					   SPI_OK_DELETE, "txns purge delete");
+		values[1] = Int64GetDatum(out->new_log_start);
+		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_TXNS_ADVANCE], values, NULL, false,
+					   SPI_OK_UPDATE, "txns purge advance");
+		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_RUNS_DELETE], values, NULL, false,
+					   SPI_OK_DELETE, "txns purge runs");
+	}
+	SPI_finish();
 }

@@ -13,9 +13,9 @@
 
 typedef struct QueenRetentionStep
 {
-	int64		segments;		/* segments removed */
+	int64		segments;		/* segments (or hash rows) removed */
 	int64		messages;		/* the frames they held */
-	int64		new_log_start;	/* the first offset kept */
+	int64		new_log_start;	/* the first offset kept (txns_start for the purge) */
 	bool		done;			/* false: the step stopped at max_rows */
 } QueenRetentionStep;
 
@@ -33,5 +33,8 @@ typedef struct QueenRetentionDue
 } QueenRetentionDue;
 
 extern int	queen_retention_due(int limit, QueenRetentionDue **due);
+extern int	queen_txns_due(int limit, QueenRetentionDue **due);
+extern void queen_txns_purge_step(const pg_uuid_t *partition, TimestampTz cutoff, int max_rows,
+								  QueenRetentionStep *out);
 
 #endif							/* QUEEN_RETENTION_H */

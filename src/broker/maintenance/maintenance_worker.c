@@ -131,6 +131,7 @@ queen_trace_sweep(void)
 typedef struct QueenRetentionPass
 {
 	MemoryContext cxt;			/* where the work list lives, across transactions */
+	bool		txns;			/* the log_txns purge, else the segments' rules */
 	QueenRetentionDue *due;
 	int			ndue;
 	int			i;				/* the partition a step body works on */
@@ -143,7 +144,8 @@ queen_retention_due_body(void *arg)
 	QueenRetentionPass *p = (QueenRetentionPass *) arg;
 	MemoryContext old = MemoryContextSwitchTo(p->cxt);
 
-	p->ndue = queen_retention_due(QUEEN_RETENTION_DUE_CAP, &p->due);
+	p->ndue = p->txns ? queen_txns_due(QUEEN_RETENTION_DUE_CAP, &p->due) :
+		queen_retention_due(QUEEN_RETENTION_DUE_CAP, &p->due);
 	MemoryContextSwitchTo(old);
 }
 
@@ -153,22 +155,25 @@ queen_retention_step_body(void *arg)
 	QueenRetentionPass *p = (QueenRetentionPass *) arg;
 	QueenRetentionDue *d = &p->due[p->i];
 
-	queen_retention_step(&d->partition_id, d->all_cutoff, d->completed_cutoff,
-						 QUEEN_RETENTION_MAX_ROWS, &p->step);
+	if (p->txns)
+		queen_txns_purge_step(&d->partition_id, d->all_cutoff, QUEEN_RETENTION_MAX_ROWS,
+							  &p->step);
+	else
+		queen_retention_step(&d->partition_id, d->all_cutoff, d->completed_cutoff,
+							 QUEEN_RETENTION_MAX_ROWS, &p->step);
 }
 
-/* One sweep; true when a partition had more to remove than its step took. */
+/* One phase of a sweep; true when it left work for the next. */
 static bool
-queen_retention_sweep(void)
+queen_retention_phase(bool txns)
 {
 	QueenRetentionPass p;
 	QueenTxResult result;
 	bool		behind = false;
 
-	if (queen_retention_interval_ms <= 0 || !queen_worker_extension_present())
-		return false;
 	memset(&p, 0, sizeof(p));
 	p.cxt = CurrentMemoryContext;
+	p.txns = txns;
 	if (!queen_worker_transact("retention work list", "maintenance", queen_retention_due_body,
 							   &p, &result))
 		return false;
@@ -177,11 +182,26 @@ queen_retention_sweep(void)
 		CHECK_FOR_INTERRUPTS();
 		if (ShutdownRequestPending)
 			break;
-		if (queen_worker_transact("retention step", "maintenance", queen_retention_step_body,
-								  &p, &result) && !p.step.done)
+		if (queen_worker_transact(txns ? "txns purge step" : "retention step", "maintenance",
+								  queen_retention_step_body, &p, &result) && !p.step.done)
 			behind = true;
 	}
 	return behind || p.ndue == QUEEN_RETENTION_DUE_CAP;
+}
+
+/*
+ * One sweep: the queues' rules over the segments, then the hashes behind
+ * every dedup window; true when either left work for the next.
+ */
+static bool
+queen_retention_sweep(void)
+{
+	bool		behind;
+
+	if (queen_retention_interval_ms <= 0 || !queen_worker_extension_present())
+		return false;
+	behind = queen_retention_phase(false);
+	return queen_retention_phase(true) || behind;
 }
 
 /* Refresh the gauges; returns the finished files, oldest first. */
