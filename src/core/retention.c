@@ -170,6 +170,40 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 };
 
 /*
+ * The rows a choice statement just returned ((base_offset, end_offset) in
+ * order, at most max_rows + 1): the first max_rows of them removed by the
+ * ranged delete, and the partition's start moved past them by the advance.
+ * Fills out; true when more rows were chosen than one step may take.
+ */
+static bool
+queen_retention_remove(const pg_uuid_t *partition, int max_rows, int delete_stmt,
+					   int advance_stmt, QueenRetentionStep *out)
+{
+	SPITupleTable *tt = SPI_tuptable;
+	bool		more = SPI_processed > (uint64) max_rows;
+	int			n = (int) Min(SPI_processed, (uint64) max_rows);
+	Datum		values[3];
+	int			i;
+
+	if (n == 0)
+		return more;
+	for (i = 0; i < n; i++)
+		out->messages += queen_get_int64(tt->vals[i], tt->tupdesc, 2) -
+			queen_get_int64(tt->vals[i], tt->tupdesc, 1) + 1;
+	out->segments = n;
+	out->new_log_start = queen_get_int64(tt->vals[n - 1], tt->tupdesc, 2) + 1;
+	values[0] = UUIDPGetDatum(partition);
+	values[1] = Int64GetDatum(queen_get_int64(tt->vals[0], tt->tupdesc, 1));
+	values[2] = Int64GetDatum(queen_get_int64(tt->vals[n - 1], tt->tupdesc, 1));
+	queen_stmt_run(&queen_retention_stmts[delete_stmt], values, NULL, false, SPI_OK_DELETE,
+				   "retention delete");
+	values[1] = Int64GetDatum(out->new_log_start);
+	queen_stmt_run(&queen_retention_stmts[advance_stmt], values, NULL, false, SPI_OK_UPDATE,
+				   "retention advance");
+	return more;
+}
+
+/*
  * One step over one partition, in the caller's transaction: the segments
  * the rules let go, at most max_rows of them.  A cutoff of DT_NOBEGIN
  * turns its rule off.
@@ -183,8 +217,6 @@ queen_retention_step(const pg_uuid_t *partition, TimestampTz all_cutoff,
 	int64		log_start;
 	int64		lowest;
 	bool		isnull;
-	int			n;
-	int			i;
 
 	memset(out, 0, sizeof(*out));
 	out->done = true;
@@ -208,31 +240,10 @@ queen_retention_step(const pg_uuid_t *partition, TimestampTz all_cutoff,
 	values[3] = TimestampTzGetDatum(completed_cutoff);
 	values[4] = Int64GetDatum(lowest);
 	values[5] = Int64GetDatum((int64) max_rows + 1);
-	n = queen_stmt_run(&queen_retention_stmts[QUEEN_RT_CHOOSE], values, nulls, true,
-					   SPI_OK_SELECT, "retention choice");
-	if (n > max_rows)
-	{
-		n = max_rows;
+	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_CHOOSE], values, nulls, true,
+				   SPI_OK_SELECT, "retention choice");
+	if (queen_retention_remove(partition, max_rows, QUEEN_RT_DELETE, QUEEN_RT_ADVANCE, out))
 		out->done = false;
-	}
-	if (n > 0)
-	{
-		int64		first = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		int64		last = queen_get_int64(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 1);
-
-		for (i = 0; i < n; i++)
-			out->messages += queen_get_int64(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2) -
-				queen_get_int64(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1) + 1;
-		out->new_log_start = queen_get_int64(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 2) + 1;
-		out->segments = n;
-		values[1] = Int64GetDatum(first);
-		values[2] = Int64GetDatum(last);
-		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_DELETE], values, NULL, false,
-					   SPI_OK_DELETE, "retention delete");
-		values[1] = Int64GetDatum(out->new_log_start);
-		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_ADVANCE], values, NULL, false,
-					   SPI_OK_UPDATE, "retention advance");
-	}
 	SPI_finish();
 }
 
@@ -302,8 +313,6 @@ queen_txns_purge_step(const pg_uuid_t *partition, TimestampTz cutoff, int max_ro
 {
 	Datum		values[4];
 	int64		txns_start;
-	int			n;
-	int			i;
 
 	memset(out, 0, sizeof(*out));
 	out->done = true;
@@ -320,30 +329,14 @@ queen_txns_purge_step(const pg_uuid_t *partition, TimestampTz cutoff, int max_ro
 	values[1] = Int64GetDatum(txns_start);
 	values[2] = TimestampTzGetDatum(cutoff);
 	values[3] = Int64GetDatum((int64) max_rows + 1);
-	n = queen_stmt_run(&queen_retention_stmts[QUEEN_RT_TXNS_CHOOSE], values, NULL, true,
-					   SPI_OK_SELECT, "txns purge choice");
-	if (n > max_rows)
-	{
-		n = max_rows;
+	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_TXNS_CHOOSE], values, NULL, true,
+				   SPI_OK_SELECT, "txns purge choice");
+	if (queen_retention_remove(partition, max_rows, QUEEN_RT_TXNS_DELETE, QUEEN_RT_TXNS_ADVANCE,
+							   out))
 		out->done = false;
-	}
-	if (n > 0)
+	if (out->segments > 0)
 	{
-		int64		first = queen_get_int64(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		int64		last = queen_get_int64(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 1);
-
-		for (i = 0; i < n; i++)
-			out->messages += queen_get_int64(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2) -
-				queen_get_int64(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1) + 1;
-		out->new_log_start = queen_get_int64(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 2) + 1;
-		out->segments = n;
-		values[1] = Int64GetDatum(first);
-		values[2] = Int64GetDatum(last);
-		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_TXNS_DELETE], values, NULL, false,
-					   SPI_OK_DELETE, "txns purge delete");
 		values[1] = Int64GetDatum(out->new_log_start);
-		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_TXNS_ADVANCE], values, NULL, false,
-					   SPI_OK_UPDATE, "txns purge advance");
 		queen_stmt_run(&queen_retention_stmts[QUEEN_RT_RUNS_DELETE], values, NULL, false,
 					   SPI_OK_DELETE, "txns purge runs");
 	}
