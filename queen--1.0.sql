@@ -89,6 +89,11 @@ CREATE INDEX idx_log_partitions_queue_oldest
 CREATE INDEX idx_log_partitions_queue_oldest_txn
 	ON queen.log_partitions (queue_id, oldest_txn_at)
 	WHERE oldest_txn_at IS NOT NULL;
+-- retention's idle-partition cleanup reads only the partitions retention
+-- emptied; both columns are indexed above, so this costs no HOT update
+CREATE INDEX idx_log_partitions_idle
+	ON queen.log_partitions (last_write_at)
+	WHERE oldest_live_at IS NULL AND oldest_txn_at IS NULL;
 
 ------------------------------------------------------------------------------
 -- Segments: one row per committed segment; the blob is zstd of packed frames
@@ -276,6 +281,8 @@ CREATE TABLE queen.log_dlq (
 
 CREATE INDEX idx_log_dlq_partition_failed_at
 	ON queen.log_dlq (partition_id, failed_at DESC);
+-- queen.dlq_retention's expiry, oldest first
+CREATE INDEX idx_log_dlq_failed_at ON queen.log_dlq (failed_at);
 
 ------------------------------------------------------------------------------
 -- Traces: named events a consumer records against a message
@@ -344,6 +351,9 @@ CREATE TABLE queen.stream_state (
 	updated_at		timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (query_id, partition_id, key)
 );
+
+-- an idle partition with state is kept (retention.c)
+CREATE INDEX idx_stream_state_partition ON queen.stream_state (partition_id);
 
 ------------------------------------------------------------------------------
 -- Spool files the broker's maintenance worker has committed (src/broker/maintenance/drain_file.c).
@@ -918,10 +928,13 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'queen_stream_cycle_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- Retention from SQL (src/sql/retention_sql.c, src/core/retention.c): one
--- step over each due partition, in the caller's transaction, the segments
--- the queues' rules let go ("segments"), then the hashes past every dedup
--- window ("hashes", log_start being txns_start); what each removed.  For a cluster without the broker, e.g. with pg_cron:
+-- Retention from SQL (src/sql/retention_sql.c, src/core/retention.c): the
+-- phases queen.retention_phases names, in the caller's transaction: one step
+-- over each due partition for the queues' rules ("segments"), the hashes past
+-- every dedup window ("hashes", log_start being txns_start) and idle
+-- partitions ("partitions"); one batch of expired dead letters ("dlq") and
+-- traces ("traces").  What each removed.  For a cluster without the broker,
+-- e.g. with pg_cron:
 --   SELECT cron.schedule('queen-retention', '5 seconds', 'SELECT count(*) FROM queen.retention_run()');
 CREATE FUNCTION queen.retention_run(
 	max_partitions integer DEFAULT 100,

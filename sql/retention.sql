@@ -73,4 +73,70 @@ SELECT status FROM queen.push('ret.dedup', '{"n": 2}', 'Default', 'recent');
 SELECT status FROM queen.push('ret.dedup', '{"n": 3}', 'Default', 'old');
 SELECT log_offset, transaction_id FROM queen.read('ret.dedup');
 
+-- dead letters: those that failed before queen.dlq_retention go, a batch
+-- at a time; newer ones stay
+SELECT status FROM queen.push('ret.dlq', '{"n": 0}');
+SELECT status FROM queen.push('ret.dlq', '{"n": 1}');
+SELECT r.dlq FROM queen.pop('ret.dlq') p,
+	   LATERAL queen.reject(p.transaction_id, p.partition_id, p.lease_id, 'bad') r;
+SELECT r.dlq FROM queen.pop('ret.dlq') p,
+	   LATERAL queen.reject(p.transaction_id, p.partition_id, p.lease_id, 'worse') r;
+UPDATE queen.log_dlq d SET failed_at = d.failed_at - interval '31 days'
+ WHERE d."offset" = 0 AND d.partition_id IN
+	   (SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+		 WHERE q.name = 'ret.dlq');
+SELECT kind, queue, partition, segments, messages FROM queen.retention_run();
+SELECT log_offset, error FROM queen.dlq('ret.dlq');
+SET queen.dlq_retention = '1h';
+SELECT kind, messages FROM queen.retention_run(max_rows => 1);
+SELECT count(*) AS dead_letters FROM queen.dlq('ret.dlq');
+RESET queen.dlq_retention;
+
+-- idle partitions: one retention emptied (no message, no hash left) and
+-- idle past queen.partition_cleanup_days goes with its consumer rows; one
+-- that holds messages, one with a dead letter and one written since stay.
+-- A later push makes the name again, from offset 0.
+SELECT status FROM queen.push('ret.idle', '{"n": 0}', 'gone');
+SELECT status FROM queen.push('ret.idle', '{"n": 0}', 'kept');
+SELECT status FROM queen.push('ret.idle', '{"n": 0}', 'recent');
+SELECT count(*) FROM queen.pop('ret.idle', 'gone', consumer_group => 'g', auto_ack => true);
+UPDATE queen.log_partitions p
+   SET oldest_live_at = NULL, oldest_txn_at = NULL, log_start = p.last_offset + 1,
+	   txns_start = p.last_offset + 1, last_write_at = now() - interval '40 days',
+	   created_at = now() - interval '40 days'
+  FROM queen.queues q
+ WHERE q.id = p.queue_id AND q.name IN ('ret.idle', 'ret.dlq') AND p.name IN ('gone', 'Default');
+DELETE FROM queen.log_segments s USING queen.log_partitions p, queen.queues q
+ WHERE p.id = s.partition_id AND q.id = p.queue_id AND q.name IN ('ret.idle', 'ret.dlq')
+   AND p.name IN ('gone', 'Default');
+DELETE FROM queen.log_txns t USING queen.log_partitions p, queen.queues q
+ WHERE p.id = t.partition_id AND q.id = p.queue_id AND q.name IN ('ret.idle', 'ret.dlq')
+   AND p.name IN ('gone', 'Default');
+UPDATE queen.log_partitions p SET last_write_at = now() - interval '40 days',
+	   created_at = now() - interval '40 days'
+  FROM queen.queues q WHERE q.id = p.queue_id AND q.name = 'ret.idle' AND p.name = 'kept';
+UPDATE queen.log_consumers c SET created_at = now() - interval '40 days',
+	   lease_acquired_at = now() - interval '40 days'
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE p.id = c.partition_id AND q.name IN ('ret.idle', 'ret.dlq');
+SELECT kind, queue, partition FROM queen.retention_run() WHERE kind = 'partitions';
+SELECT q.name, p.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE q.name IN ('ret.idle', 'ret.dlq') ORDER BY 1, 2;
+SELECT count(*) AS consumer_rows FROM queen.log_consumers c
+ WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = c.partition_id);
+SELECT log_offset, partition FROM queen.push('ret.idle', '{"n": 1}', 'gone');
+SELECT log_offset, payload FROM queen.read('ret.idle', 'gone');
+
+-- the phases are named, each can be turned off; a name not known is refused
+SET queen.retention_phases = 'hashes';
+SHOW queen.retention_phases;
+UPDATE queen.log_dlq d SET failed_at = now() - interval '40 days'
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE p.id = d.partition_id AND q.name = 'ret.dlq';
+SELECT kind, queue FROM queen.retention_run();
+RESET queen.retention_phases;
+-- the dead letter goes, then its partition, idle and empty, in the same run
+SELECT kind, queue, partition, messages FROM queen.retention_run();
+SET queen.retention_phases = 'segments, everything';
+
 SELECT * FROM queen.retention_run(max_partitions => 0);

@@ -29,6 +29,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/varlena.h"
 
 /* zstd level for segment blobs; Queen's default is 3 */
 int			queen_zstd_level = 3;
@@ -76,6 +77,10 @@ int			queen_consumer_lag_interval_s = 10;
 int			queen_trace_retention_s = 7 * 86400;
 int			queen_retention_interval_ms = 5000;
 int			queen_dedup_index_min_hashes = 4096;
+int			queen_dlq_retention_s = 30 * 86400;
+int			queen_partition_cleanup_days = 30;
+char	   *queen_retention_phases_setting = NULL;
+int			queen_retention_phases = QUEEN_PHASE_ALL;
 char	   *queen_test_fault_setting = NULL;
 
 /* parsed form of queen.tenant, kept by the assign hook */
@@ -236,6 +241,126 @@ queen_define_core_gucs(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+}
+
+
+/* Each phase of retention by its name in queen.retention_phases. */
+static const struct
+{
+	const char *name;
+	int			bit;
+}			queen_phase_names[] = {
+	{"segments", QUEEN_PHASE_SEGMENTS},
+	{"hashes", QUEEN_PHASE_HASHES},
+	{"dlq", QUEEN_PHASE_DLQ},
+	{"traces", QUEEN_PHASE_TRACES},
+	{"partitions", QUEEN_PHASE_PARTITIONS},
+};
+
+static bool
+queen_phases_check(char **newval, void **extra, GucSource source)
+{
+	char	   *raw;
+	List	   *names;
+	ListCell   *lc;
+	int			bits = 0;
+	int		   *copy;
+
+	(void) source;
+	raw = pstrdup(*newval);
+	if (!SplitIdentifierString(raw, ',', &names))
+	{
+		GUC_check_errdetail("List syntax is invalid.");
+		return false;
+	}
+	foreach(lc, names)
+	{
+		const char *name = (const char *) lfirst(lc);
+		int			i;
+
+		for (i = 0; i < (int) lengthof(queen_phase_names); i++)
+			if (strcmp(name, queen_phase_names[i].name) == 0)
+				break;
+		if (i == (int) lengthof(queen_phase_names))
+		{
+			GUC_check_errdetail("Unknown phase \"%s\": the phases are segments, hashes, dlq, traces and partitions.",
+								name);
+			return false;
+		}
+		bits |= queen_phase_names[i].bit;
+	}
+	copy = (int *) malloc(sizeof(int));
+	if (copy == NULL)
+	{
+		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+		GUC_check_errmsg("out of memory");
+		return false;
+	}
+	*copy = bits;
+	*extra = copy;
+	return true;
+}
+
+static void
+queen_phases_assign(const char *newval, void *extra)
+{
+	(void) newval;
+	if (extra != NULL)
+		queen_retention_phases = *(int *) extra;
+}
+
+/*
+ * Retention's settings, read by the maintenance worker and by
+ * queen.retention_run alike: how often, which phases, and the ages of
+ * what no queue option governs.
+ */
+static void
+queen_define_retention_gucs(void)
+{
+	DefineCustomIntVariable("queen.trace_retention",
+							"How long traces (POST /api/v1/traces) are kept.",
+							"The maintenance worker removes older ones, a batch at a time. 0 keeps them.",
+							&queen_trace_retention_s,
+							7 * 86400, 0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.retention_interval",
+							"How often the maintenance worker applies the queues' retention.",
+							"Each sweep steps every partition due under retentionSeconds or completedRetentionSeconds, one bounded transaction per step. 0 turns retention off in the broker (queen.retention_run still works).",
+							&queen_retention_interval_ms,
+							5000, 0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("queen.retention_phases",
+							   "Which phases of retention run.",
+							   "A list of segments (the queues' retention rules and maxWaitTimeSeconds), hashes (the log_txns purge behind the dedup windows), dlq (queen.dlq_retention), traces (queen.trace_retention) and partitions (queen.partition_cleanup_days). Both the maintenance worker and queen.retention_run obey it.",
+							   &queen_retention_phases_setting,
+							   "segments, hashes, dlq, traces, partitions",
+							   PGC_SUSET,
+							   GUC_LIST_INPUT,
+							   queen_phases_check, queen_phases_assign, NULL);
+
+	DefineCustomIntVariable("queen.dlq_retention",
+							"How long dead letters are kept.",
+							"Older ones are removed by retention's dlq phase, a batch at a time. 0 keeps them.",
+							&queen_dlq_retention_s,
+							30 * 86400, 0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.partition_cleanup_days",
+							"Days after which an idle, empty partition is removed.",
+							"Only a partition retention emptied (no message, no transactionId hash), with no dead letter, stream state, lease or consumer activity in that time. A later push recreates it with offsets from 0. 0 keeps them.",
+							&queen_partition_cleanup_days,
+							30, 0, 36500,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
 }
 
 /*
@@ -479,24 +604,6 @@ queen_define_delivery_gucs(GucContext fixed_at_start)
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
-	DefineCustomIntVariable("queen.trace_retention",
-							"How long traces (POST /api/v1/traces) are kept.",
-							"The maintenance worker removes older ones, a batch at a time. 0 keeps them.",
-							&queen_trace_retention_s,
-							7 * 86400, 0, INT_MAX,
-							PGC_SIGHUP,
-							GUC_UNIT_S,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("queen.retention_interval",
-							"How often the maintenance worker applies the queues' retention.",
-							"Each sweep steps every partition due under retentionSeconds or completedRetentionSeconds, one bounded transaction per step. 0 turns retention off in the broker (queen.retention_run still works).",
-							&queen_retention_interval_ms,
-							5000, 0, INT_MAX,
-							PGC_SIGHUP,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
-
 	DefineCustomIntVariable("queen.dedup_index_min_hashes",
 							"Hashes a partition gathers before the broker sorts them into a dedup run.",
 							"The maintenance worker calls queen.dedup_index with this every second. Smaller runs cost more lookups per push; 0 stops the indexing.",
@@ -525,6 +632,7 @@ queen_define_gucs(void)
 		PGC_POSTMASTER : PGC_SIGHUP;
 
 	queen_define_core_gucs();
+	queen_define_retention_gucs();
 	queen_define_broker_layout_gucs(fixed_at_start);
 	queen_define_fusion_gucs();
 	queen_define_http_gucs();

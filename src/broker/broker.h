@@ -72,8 +72,6 @@ extern int	queen_bundle_max;
 extern int	queen_fusion_shards_effective(void);
 extern int	queen_fusion_hold_ms;
 extern int	queen_consumer_lag_interval_s;
-extern int	queen_trace_retention_s;
-extern int	queen_retention_interval_ms;
 extern int	queen_dedup_index_min_hashes;
 extern int	queen_fusion_min_frames;
 extern int	queen_fusion_frames;

@@ -37,6 +37,7 @@ typedef struct QueenMetricsShared
 	TimestampTz started_at;		/* when shared memory was set up */
 	pg_atomic_uint32 parked[QUEEN_MAX_LISTENERS];	/* pops parked per listener */
 	pg_atomic_uint32 lines[QUEEN_MAX_LISTENERS];	/* their lines per listener */
+	pg_atomic_uint64 retention_swept_at;	/* TimestampTz of retention's last sweep; 0: none */
 } QueenMetricsShared;
 
 static QueenMetricsShared *queen_metrics = NULL;
@@ -63,6 +64,7 @@ queen_metrics_shmem_init(void)
 		pg_atomic_init_u32(&queen_metrics->parked[i], 0);
 		pg_atomic_init_u32(&queen_metrics->lines[i], 0);
 	}
+	pg_atomic_init_u64(&queen_metrics->retention_swept_at, 0);
 	queen_metrics->started_at = GetCurrentTimestamp();
 }
 
@@ -86,6 +88,21 @@ queen_metrics_listener_gauges(int listener, uint32 parked, uint32 lines)
 {
 	pg_atomic_write_u32(&queen_metrics->parked[listener], parked);
 	pg_atomic_write_u32(&queen_metrics->lines[listener], lines);
+}
+
+/* Retention's sweep ended (maintenance_worker.c); when it last did. */
+void
+queen_metrics_retention_swept(TimestampTz at)
+{
+	if (queen_metrics != NULL)
+		pg_atomic_write_u64(&queen_metrics->retention_swept_at, (uint64) at);
+}
+
+TimestampTz
+queen_metrics_retention_last_sweep(void)
+{
+	return queen_metrics != NULL ?
+		(TimestampTz) pg_atomic_read_u64(&queen_metrics->retention_swept_at) : 0;
 }
 
 /*
@@ -152,6 +169,18 @@ queen_gauge_segments_per_commit(void)
 	uint64		commits = queen_counter(QUEEN_COUNT_COMMITS);
 
 	return commits ? (double) queen_counter(QUEEN_COUNT_SEGMENTS) / commits : 0.0;
+}
+
+/* Unix seconds of retention's last sweep; 0 before the first. */
+static double
+queen_gauge_retention_swept(void)
+{
+	TimestampTz at = queen_metrics_retention_last_sweep();
+
+	if (at == 0)
+		return 0.0;
+	return (double) at / USECS_PER_SEC +
+		((POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY);
 }
 
 /* 1 for each fusion shard that is connected and serving. */
@@ -327,6 +356,26 @@ static const QueenMetricDef queen_metric_defs[] = {
 	QUEEN_SAMPLE("queen_stream_cycles_total", "result=\"ack_failed\"", QUEEN_COUNT_CYCLE_ACK_FAILED),
 	QUEEN_SAMPLE("queen_stream_cycles_total", "result=\"no_query\"", QUEEN_COUNT_CYCLE_NO_QUERY),
 	QUEEN_SAMPLE("queen_stream_cycles_total", "result=\"error\"", QUEEN_COUNT_CYCLE_FAILED),
+
+	/* retention (retention.c), by what let each go */
+	QUEEN_COUNTER("queen_retention_messages_deleted_total", "rule=\"retention\"",
+				  "Messages retention removed, by the rule that let them go: retentionSeconds, maxWaitTimeSeconds (unconsumed ones too), or completedRetentionSeconds once every consumer group had them.",
+				  QUEEN_COUNT_RET_RETENTION),
+	QUEEN_SAMPLE("queen_retention_messages_deleted_total", "rule=\"max_wait\"", QUEEN_COUNT_RET_MAX_WAIT),
+	QUEEN_SAMPLE("queen_retention_messages_deleted_total", "rule=\"completed\"", QUEEN_COUNT_RET_COMPLETED),
+	QUEEN_COUNTER("queen_retention_segments_deleted_total", NULL,
+				  "Segments retention removed (the rows that held those messages).", QUEEN_COUNT_RET_SEGMENTS),
+	QUEEN_COUNTER("queen_retention_hashes_deleted_total", NULL,
+				  "transactionId hashes removed once past every dedup window (the log_txns purge).", QUEEN_COUNT_RET_HASHES),
+	QUEEN_COUNTER("queen_retention_dlq_deleted_total", NULL,
+				  "Dead letters removed past queen.dlq_retention.", QUEEN_COUNT_RET_DLQ),
+	QUEEN_COUNTER("queen_retention_traces_deleted_total", NULL,
+				  "Traces removed past queen.trace_retention.", QUEEN_COUNT_RET_TRACES),
+	QUEEN_COUNTER("queen_retention_partitions_deleted_total", NULL,
+				  "Idle, empty partitions removed past queen.partition_cleanup_days.", QUEEN_COUNT_RET_PARTITIONS),
+	QUEEN_GAUGE("queen_retention_last_sweep_timestamp_seconds", NULL,
+				"When retention's last sweep ended (Unix seconds); 0 before the first. Alert when it stops moving.",
+				queen_gauge_retention_swept, 0),
 
 	/* the push permit pool, and the shards */
 	QUEEN_FAMILY(queen_permits_render),

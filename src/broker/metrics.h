@@ -14,6 +14,7 @@
 #define QUEEN_METRICS_H
 
 #include "lib/stringinfo.h"
+#include "datatype/timestamp.h"
 
 typedef enum QueenCounter
 {
@@ -82,6 +83,16 @@ typedef enum QueenCounter
 	QUEEN_COUNT_CYCLE_NO_QUERY, /* rolled back: no such query */
 	QUEEN_COUNT_CYCLE_FAILED,
 
+	/* retention (retention.c), by what let each go */
+	QUEEN_COUNT_RET_RETENTION,	/* messages past retentionSeconds */
+	QUEEN_COUNT_RET_MAX_WAIT,	/* messages past maxWaitTimeSeconds */
+	QUEEN_COUNT_RET_COMPLETED,	/* messages consumed and past completedRetentionSeconds */
+	QUEEN_COUNT_RET_SEGMENTS,	/* the segments that held them */
+	QUEEN_COUNT_RET_HASHES,		/* transactionId hashes behind every dedup window */
+	QUEEN_COUNT_RET_DLQ,		/* dead letters past queen.dlq_retention */
+	QUEEN_COUNT_RET_TRACES,		/* traces past queen.trace_retention */
+	QUEEN_COUNT_RET_PARTITIONS, /* idle partitions past queen.partition_cleanup_days */
+
 	QUEEN_NCOUNTERS
 } QueenCounter;
 
@@ -92,6 +103,8 @@ extern Size queen_metrics_shmem_size(void);
 extern void queen_metrics_shmem_init(void);
 
 extern void queen_metrics_render(StringInfo out);
+extern void queen_metrics_retention_swept(TimestampTz at);
+extern TimestampTz queen_metrics_retention_last_sweep(void);
 extern void queen_metric(StringInfo out, const char *name, const char *type, const char *help);
 extern void queen_metric_label(StringInfo out, const char *name, const char *value);
 extern void queen_metrics_bundle_summary(void);

@@ -43,6 +43,19 @@ extern int	queen_pop_max_bytes;
 extern int	queen_max_lease_seconds;
 extern bool queen_strict_acks;
 extern bool queen_notify;
+extern int	queen_trace_retention_s;
+extern int	queen_retention_interval_ms;
+extern int	queen_dlq_retention_s;
+extern int	queen_partition_cleanup_days;
+
+/* queen.retention_phases, as bits */
+#define QUEEN_PHASE_SEGMENTS	0x01
+#define QUEEN_PHASE_HASHES		0x02
+#define QUEEN_PHASE_DLQ			0x04
+#define QUEEN_PHASE_TRACES		0x08
+#define QUEEN_PHASE_PARTITIONS	0x10
+#define QUEEN_PHASE_ALL			0x1f
+extern int	queen_retention_phases;
 
 extern void queen_define_gucs(void);
 extern void queen_session_tenant(pg_uuid_t *out);

@@ -33,6 +33,7 @@
 #include "queen.h"
 #include "retention.h"
 #include "spi.h"
+#include "traces.h"
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -50,8 +51,33 @@ enum
 	QUEEN_RT_TXNS_ADVANCE,
 	QUEEN_RT_RUNS_DELETE,
 	QUEEN_RT_TXNS_DUE,
+	QUEEN_RT_DLQ_EXPIRE,
+	QUEEN_RT_IDLE_DUE,
+	QUEEN_RT_IDLE_LOCK,
+	QUEEN_RT_IDLE_RUNS,
+	QUEEN_RT_IDLE_TXNS,
+	QUEEN_RT_IDLE_DELETE,
 	QUEEN_RT_N
 };
+
+/*
+ * Partitions idle since the cutoff with nothing left to keep them
+ * (reference 6.2, log_partition_dead_v1): no segment and no hash row
+ * (both watermarks NULL: what the partial index holds), no dead letter,
+ * no stream state, no lease and no consumer activity since.  Oldest
+ * first; an empty idle partition that something still keeps is passed
+ * over, and only those are, so the cost does not grow with the
+ * partitions that hold messages.
+ */
+#define QUEEN_IDLE_DEAD \
+	"p.oldest_live_at IS NULL AND p.oldest_txn_at IS NULL" \
+	" AND p.last_write_at < $1 AND p.created_at < $1" \
+	" AND NOT EXISTS (SELECT 1 FROM queen.log_dlq d WHERE d.partition_id = p.id)" \
+	" AND NOT EXISTS (SELECT 1 FROM queen.stream_state s WHERE s.partition_id = p.id)" \
+	" AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c WHERE c.partition_id = p.id" \
+	"                  AND (c.worker_id IS NOT NULL OR c.created_at >= $1" \
+	"                       OR c.lease_acquired_at >= $1))"
+
 
 static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 	[QUEEN_RT_LOCK] = {
@@ -67,8 +93,8 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 	 * when off; $5: the lowest cursor, -1 when nobody consumes).
 	 */
 	[QUEEN_RT_CHOOSE] = {
-		"SELECT base_offset, end_offset FROM"
-		" (SELECT base_offset, end_offset,"
+		"SELECT base_offset, end_offset, created_at < $3 FROM"
+		" (SELECT base_offset, end_offset, created_at,"
 		"         bool_and(created_at < $3 OR (created_at < $4 AND end_offset <= $5))"
 		"           OVER (ORDER BY base_offset) AS ok"
 		"    FROM (SELECT * FROM queen.log_segments"
@@ -99,7 +125,9 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 	[QUEEN_RT_DUE] = {
 		"SELECT p.id, q.name, p.name,"
 		"       now() - make_interval(secs => r.all_s),"
-		"       now() - make_interval(secs => r.done_s)"
+		"       now() - make_interval(secs => r.done_s),"
+		"       q.max_wait_time_seconds > 0 AND r.all_s = q.max_wait_time_seconds"
+		"       AND NOT (q.retention_enabled AND q.retention_seconds = r.all_s)"
 		"  FROM queen.queues q"
 		"  CROSS JOIN LATERAL"
 		"   (SELECT LEAST(CASE WHEN q.retention_enabled AND q.retention_seconds > 0"
@@ -153,7 +181,7 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 	 * is longest (Queen's txns cutoff), retention enabled or not.
 	 */
 	[QUEEN_RT_TXNS_DUE] = {
-		"SELECT p.id, q.name, p.name, r.cutoff, NULL::timestamptz"
+		"SELECT p.id, q.name, p.name, r.cutoff, NULL::timestamptz, false"
 		"  FROM queen.queues q"
 		"  CROSS JOIN LATERAL"
 		"   (SELECT now() - make_interval(secs => GREATEST(q.dedup_window_seconds,"
@@ -166,6 +194,40 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 		"     ORDER BY p.oldest_txn_at LIMIT $1) p"
 		" ORDER BY p.oldest_txn_at LIMIT $1",
 		1, {INT4OID}, NULL
+	},
+
+	/* dead letters older than queen.dlq_retention, a bounded batch */
+	[QUEEN_RT_DLQ_EXPIRE] = {
+		"DELETE FROM queen.log_dlq WHERE id IN"
+		" (SELECT id FROM queen.log_dlq WHERE failed_at < $1 ORDER BY failed_at LIMIT $2)",
+		2, {TIMESTAMPTZOID, INT8OID}, NULL
+	},
+
+	[QUEEN_RT_IDLE_DUE] = {
+		"SELECT p.id, q.name, p.name, $1, NULL::timestamptz, false"
+		"  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+		" WHERE " QUEEN_IDLE_DEAD
+		" ORDER BY p.last_write_at LIMIT $2",
+		2, {TIMESTAMPTZOID, INT4OID}, NULL
+	},
+	/* the row a push would wait for, taken only if nobody holds it, and still dead */
+	[QUEEN_RT_IDLE_LOCK] = {
+		"SELECT 1 FROM queen.log_partitions p WHERE p.id = $2 AND " QUEEN_IDLE_DEAD
+		" FOR UPDATE OF p SKIP LOCKED",
+		2, {TIMESTAMPTZOID, UUIDOID}, NULL
+	},
+	[QUEEN_RT_IDLE_RUNS] = {
+		"DELETE FROM queen.log_dedup WHERE partition_id = $1",
+		1, {UUIDOID}, NULL
+	},
+	[QUEEN_RT_IDLE_TXNS] = {
+		"DELETE FROM queen.log_txns WHERE partition_id = $1",
+		1, {UUIDOID}, NULL
+	},
+	/* its consumer rows cascade */
+	[QUEEN_RT_IDLE_DELETE] = {
+		"DELETE FROM queen.log_partitions WHERE id = $1",
+		1, {UUIDOID}, NULL
 	},
 };
 
@@ -188,8 +250,17 @@ queen_retention_remove(const pg_uuid_t *partition, int max_rows, int delete_stmt
 	if (n == 0)
 		return more;
 	for (i = 0; i < n; i++)
-		out->messages += queen_get_int64(tt->vals[i], tt->tupdesc, 2) -
+	{
+		int64		frames = queen_get_int64(tt->vals[i], tt->tupdesc, 2) -
 			queen_get_int64(tt->vals[i], tt->tupdesc, 1) + 1;
+		bool		isnull;
+
+		out->messages += frames;
+		/* the segments' choice says which rule let each go */
+		if (tt->tupdesc->natts >= 3 &&
+			DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull)) && !isnull)
+			out->by_age += frames;
+	}
 	out->segments = n;
 	out->new_log_start = queen_get_int64(tt->vals[n - 1], tt->tupdesc, 2) + 1;
 	values[0] = UUIDPGetDatum(partition);
@@ -253,16 +324,23 @@ queen_retention_step(const pg_uuid_t *partition, TimestampTz all_cutoff,
  * memory.
  */
 static int
-queen_due(int stmt, int limit, QueenRetentionDue **due)
+queen_due(int stmt, TimestampTz cutoff, int limit, QueenRetentionDue **due)
 {
 	MemoryContext out_cxt = CurrentMemoryContext;
-	Datum		values[1];
+	Datum		values[2];
 	int			n;
 	int			i;
 
 	queen_spi_connect();
-	values[0] = Int32GetDatum(limit);
-	n = queen_stmt_run(&queen_retention_stmts[stmt], values, NULL, true,
+	if (stmt == QUEEN_RT_IDLE_DUE)
+	{
+		values[0] = TimestampTzGetDatum(cutoff);
+		values[1] = Int32GetDatum(limit);
+	}
+	else
+		values[0] = Int32GetDatum(limit);
+	/* not read-only: a phase before it in the same transaction (SQL) may have removed what kept a row */
+	n = queen_stmt_run(&queen_retention_stmts[stmt], values, NULL, false,
 					   SPI_OK_SELECT, "retention work list");
 	*due = MemoryContextAllocZero(out_cxt, sizeof(QueenRetentionDue) * Max(n, 1));
 	for (i = 0; i < n; i++)
@@ -280,6 +358,8 @@ queen_due(int stmt, int limit, QueenRetentionDue **due)
 		r->all_cutoff = isnull ? DT_NOBEGIN : DatumGetTimestampTz(v);
 		v = SPI_getbinval(t, d, 5, &isnull);
 		r->completed_cutoff = isnull ? DT_NOBEGIN : DatumGetTimestampTz(v);
+		v = SPI_getbinval(t, d, 6, &isnull);
+		r->max_wait = !isnull && DatumGetBool(v);
 	}
 	SPI_finish();
 	return n;
@@ -288,14 +368,14 @@ queen_due(int stmt, int limit, QueenRetentionDue **due)
 int
 queen_retention_due(int limit, QueenRetentionDue **due)
 {
-	return queen_due(QUEEN_RT_DUE, limit, due);
+	return queen_due(QUEEN_RT_DUE, 0, limit, due);
 }
 
 /* The partitions whose hashes are due for the purge; all_cutoff is its cutoff. */
 int
 queen_txns_due(int limit, QueenRetentionDue **due)
 {
-	return queen_due(QUEEN_RT_TXNS_DUE, limit, due);
+	return queen_due(QUEEN_RT_TXNS_DUE, 0, limit, due);
 }
 
 /*
@@ -341,4 +421,140 @@ queen_txns_purge_step(const pg_uuid_t *partition, TimestampTz cutoff, int max_ro
 					   SPI_OK_DELETE, "txns purge runs");
 	}
 	SPI_finish();
+}
+
+/*
+ * Dead letters that failed before the cutoff, at most limit of them; how
+ * many went.  They are leaves of the lock order and nothing reads them on
+ * a push's or a pop's path.
+ */
+int64
+queen_dlq_expire(TimestampTz before, int limit)
+{
+	Datum		values[2];
+	int64		removed;
+
+	queen_spi_connect();
+	values[0] = TimestampTzGetDatum(before);
+	values[1] = Int64GetDatum((int64) limit);
+	removed = queen_stmt_run(&queen_retention_stmts[QUEEN_RT_DLQ_EXPIRE], values, NULL, false,
+							 SPI_OK_DELETE, "dead-letter expiry");
+	SPI_finish();
+	return removed;
+}
+
+/* The partitions idle since cutoff with nothing to keep (all_cutoff: cutoff). */
+int
+queen_idle_partitions_due(TimestampTz cutoff, int limit, QueenRetentionDue **due)
+{
+	return queen_due(QUEEN_RT_IDLE_DUE, cutoff, limit, due);
+}
+
+/*
+ * Remove one idle partition if it is still dead and nobody holds its row
+ * (a push that holds it is writing to it); true when it went.  Its consumer
+ * rows cascade; its hash rows and runs (none, when dead: the purge took
+ * them) go explicitly, since they have no foreign key.  A later push to
+ * the name creates a new partition with a new id, offsets from 0, as in
+ * Queen; processes that cached the old id find no row and provision.
+ */
+bool
+queen_idle_partition_remove(const pg_uuid_t *partition, TimestampTz cutoff)
+{
+	Datum		values[2];
+
+	queen_spi_connect();
+	values[0] = TimestampTzGetDatum(cutoff);
+	values[1] = UUIDPGetDatum(partition);
+	if (queen_stmt_run(&queen_retention_stmts[QUEEN_RT_IDLE_LOCK], values, NULL, false,
+					   SPI_OK_SELECT, "idle partition lock") == 0)
+	{
+		SPI_finish();
+		return false;
+	}
+	values[0] = UUIDPGetDatum(partition);
+	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_IDLE_RUNS], values, NULL, false,
+				   SPI_OK_DELETE, "idle partition runs");
+	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_IDLE_TXNS], values, NULL, false,
+				   SPI_OK_DELETE, "idle partition hashes");
+	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_IDLE_DELETE], values, NULL, false,
+				   SPI_OK_DELETE, "idle partition removal");
+	SPI_finish();
+	return true;
+}
+
+/* ----------------------------------------------------------------
+ *		The phases, as the maintenance worker and queen.retention_run
+ *		run them
+ * ----------------------------------------------------------------
+ */
+
+static TimestampTz
+queen_age_cutoff(int64 seconds)
+{
+	return GetCurrentTimestamp() - seconds * USECS_PER_SEC;
+}
+
+static void
+queen_segments_step(const QueenRetentionDue *d, int max_rows, QueenRetentionStep *out)
+{
+	queen_retention_step(&d->partition_id, d->all_cutoff, d->completed_cutoff, max_rows, out);
+}
+
+static void
+queen_hashes_step(const QueenRetentionDue *d, int max_rows, QueenRetentionStep *out)
+{
+	queen_txns_purge_step(&d->partition_id, d->all_cutoff, max_rows, out);
+}
+
+static int
+queen_partitions_due(int limit, QueenRetentionDue **due)
+{
+	return queen_idle_partitions_due(queen_age_cutoff((int64) queen_partition_cleanup_days * 86400),
+									 limit, due);
+}
+
+static void
+queen_partitions_step(const QueenRetentionDue *d, int max_rows, QueenRetentionStep *out)
+{
+	(void) max_rows;
+	memset(out, 0, sizeof(*out));
+	out->done = true;
+	out->segments = queen_idle_partition_remove(&d->partition_id, d->all_cutoff) ? 1 : 0;
+}
+
+static int64
+queen_dlq_batch(int limit)
+{
+	return queen_dlq_expire(queen_age_cutoff(queen_dlq_retention_s), limit);
+}
+
+static int64
+queen_traces_batch(int limit)
+{
+	return queen_traces_expire(queen_age_cutoff(queen_trace_retention_s), limit);
+}
+
+static const QueenRetentionPhase queen_phases[] = {
+	{"segments", QUEEN_PHASE_SEGMENTS, NULL, queen_retention_due, queen_segments_step, NULL},
+	{"hashes", QUEEN_PHASE_HASHES, NULL, queen_txns_due, queen_hashes_step, NULL},
+	{"dlq", QUEEN_PHASE_DLQ, &queen_dlq_retention_s, NULL, NULL, queen_dlq_batch},
+	{"traces", QUEEN_PHASE_TRACES, &queen_trace_retention_s, NULL, NULL, queen_traces_batch},
+	{"partitions", QUEEN_PHASE_PARTITIONS, &queen_partition_cleanup_days,
+	queen_partitions_due, queen_partitions_step, NULL},
+};
+
+/* The phase at index i, or NULL past the last. */
+const QueenRetentionPhase *
+queen_retention_phase(int i)
+{
+	return i < (int) lengthof(queen_phases) ? &queen_phases[i] : NULL;
+}
+
+/* Is the phase on: named in queen.retention_phases, and its age (if any) above 0? */
+bool
+queen_retention_phase_on(const QueenRetentionPhase *phase)
+{
+	return (queen_retention_phases & phase->bit) != 0 &&
+		(phase->age == NULL || *phase->age > 0);
 }

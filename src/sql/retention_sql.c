@@ -5,12 +5,15 @@
  *	  broker (a DBA schedules it with pg_cron), over the same core as the
  *	  maintenance worker (retention.c).
  *
- * It runs in the caller's transaction, one step per due partition under
- * the queues' rules (kind "segments"), then one per partition whose hashes
- * are past every dedup window (kind "hashes"), and returns what each
- * removed; call it often rather than with large limits,
- * since every partition it steps stays locked against pushes until the
- * caller commits.
+ * It runs in the caller's transaction, the phases queen.retention_phases
+ * names in the core's order (retention.c): per partition, one step on each
+ * due partition, at most max_partitions of them; a batch phase (dead
+ * letters, traces) one batch of at most max_rows.  It returns what each
+ * step removed: kind "segments" (the queues' rules, messages and the
+ * segments that held them), "hashes" (the log_txns purge), "partitions"
+ * (idle partitions removed), "dlq" and "traces" (rows removed, in
+ * messages).  Call it often rather than with large limits, since every
+ * partition it steps stays locked against pushes until the caller commits.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,46 +28,72 @@
 
 PG_FUNCTION_INFO_V1(queen_retention_run_sql);
 
+/* One row of the result; queue and partition NULL for a batch phase. */
+static void
+queen_retention_row(ReturnSetInfo *rsinfo, const char *kind, const QueenRetentionDue *d,
+					int64 segments, int64 messages, int64 log_start)
+{
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+
+	values[0] = CStringGetTextDatum(kind);
+	if (d != NULL)
+	{
+		values[1] = CStringGetTextDatum(d->queue);
+		values[2] = CStringGetTextDatum(d->partition);
+	}
+	nulls[1] = nulls[2] = d == NULL;
+	values[3] = Int64GetDatum(segments);
+	nulls[3] = segments < 0;
+	values[4] = Int64GetDatum(messages);
+	values[5] = Int64GetDatum(log_start);
+	nulls[5] = log_start < 0;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 Datum
 queen_retention_run_sql(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int32		max_partitions = PG_ARGISNULL(0) ? 100 : PG_GETARG_INT32(0);
 	int32		max_rows = PG_ARGISNULL(1) ? 1000 : PG_GETARG_INT32(1);
-	QueenRetentionDue *due;
-	int			n;
-	int			i;
-	int			phase;
+	const QueenRetentionPhase *phase;
+	int			p;
 
 	if (max_partitions < 1 || max_rows < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_partitions and max_rows must be at least 1")));
 	InitMaterializedSRF(fcinfo, 0);
-	for (phase = 0; phase < 2; phase++)
+	for (p = 0; (phase = queen_retention_phase(p)) != NULL; p++)
 	{
-		n = phase == 0 ? queen_retention_due(max_partitions, &due) :
-			queen_txns_due(max_partitions, &due);
+		QueenRetentionDue *due;
+		int			n;
+		int			i;
+
+		if (!queen_retention_phase_on(phase))
+			continue;
+		if (phase->batch != NULL)
+		{
+			int64		removed = phase->batch(max_rows);
+
+			if (removed > 0)
+				queen_retention_row(rsinfo, phase->name, NULL, -1, removed, -1);
+			continue;
+		}
+		n = phase->due(max_partitions, &due);
 		for (i = 0; i < n; i++)
 		{
 			QueenRetentionStep step;
-			Datum		values[6];
-			bool		nulls[6] = {false, false, false, false, false, false};
 
-			if (phase == 0)
-				queen_retention_step(&due[i].partition_id, due[i].all_cutoff,
-									 due[i].completed_cutoff, max_rows, &step);
-			else
-				queen_txns_purge_step(&due[i].partition_id, due[i].all_cutoff, max_rows, &step);
+			phase->step(&due[i], max_rows, &step);
 			if (step.segments == 0)
 				continue;
-			values[0] = CStringGetTextDatum(phase == 0 ? "segments" : "hashes");
-			values[1] = CStringGetTextDatum(due[i].queue);
-			values[2] = CStringGetTextDatum(due[i].partition);
-			values[3] = Int64GetDatum(step.segments);
-			values[4] = Int64GetDatum(step.messages);
-			values[5] = Int64GetDatum(step.new_log_start);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			if (phase->bit == QUEEN_PHASE_PARTITIONS)
+				queen_retention_row(rsinfo, phase->name, &due[i], -1, 0, -1);
+			else
+				queen_retention_row(rsinfo, phase->name, &due[i], step.segments,
+									step.messages, step.new_log_start);
 		}
 	}
 	return (Datum) 0;

@@ -4,9 +4,9 @@
  *	  The maintenance worker, which drains the disk spool (spool.c) into
  *	  the database exactly once while maintenance mode (maintenance_mode.c) is
  *	  off, samples the consumer lag for /metrics (lag.c), sorts stored
- *	  hashes into dedup runs (dedup_index.c), removes traces past
- *	  queen.trace_retention (traces.c) and applies the queues' retention
- *	  every queen.retention_interval (retention.c).
+ *	  hashes into dedup runs (dedup_index.c) and runs retention's phases
+ *	  every queen.retention_interval (retention.c): the queues' rules,
+ *	  the hashes' purge, expired dead letters and traces, idle partitions.
  *
  * The drain.  While maintenance mode is off, the worker takes finished
  * spool files oldest first and commits each one in one transaction
@@ -49,7 +49,6 @@
 #include "maintenance.h"
 #include "spool.h"
 #include "retention.h"
-#include "traces.h"
 #include "worker.h"
 
 #include "miscadmin.h"
@@ -89,41 +88,13 @@ static MemoryContext queen_drain_cxt;	/* one pass of the loop */
 static MemoryContext queen_file_cxt;	/* one file: its bytes and groups */
 static HTAB *queen_drain_files = NULL;	/* QueenDrainFile by name */
 
-/* Traces removed per transaction; the sweep looks every minute, or twice a retention. */
-#define QUEEN_TRACE_BATCH			10000
-#define QUEEN_TRACE_SWEEP_MS		60000
-
-static void
-queen_trace_sweep_body(void *arg)
-{
-	TimestampTz cutoff = GetCurrentTimestamp() -
-		(TimestampTz) queen_trace_retention_s * USECS_PER_SEC;
-
-	*(int64 *) arg = queen_traces_expire(cutoff, QUEEN_TRACE_BATCH);
-}
-
 /*
- * Traces past queen.trace_retention, one bounded batch in a transaction of
- * its own; true when the batch was full (there may be more).
- */
-static bool
-queen_trace_sweep(void)
-{
-	QueenTxResult result;
-	int64		removed = 0;
-
-	if (queen_trace_retention_s <= 0 || !queen_worker_extension_present())
-		return false;
-	if (!queen_worker_transact("trace retention", "maintenance", queen_trace_sweep_body,
-							   &removed, &result))
-		return false;
-	return removed == QUEEN_TRACE_BATCH;
-}
-
-/*
- * Retention (retention.c): the due partitions, then one step each in a
+ * Retention (retention.c), phase by phase as the core's table lists them:
+ * a per-partition phase takes its due partitions, then one step each in a
  * transaction of its own, so no partition row is held longer than one
- * step's segments and a push waits for one step at most.
+ * step's segments and a push waits for one step at most; a batch phase
+ * removes a bounded batch per transaction.  What each removed is counted
+ * for /metrics.
  */
 #define QUEEN_RETENTION_DUE_CAP		1000
 #define QUEEN_RETENTION_MAX_ROWS	1000
@@ -131,11 +102,12 @@ queen_trace_sweep(void)
 typedef struct QueenRetentionPass
 {
 	MemoryContext cxt;			/* where the work list lives, across transactions */
-	bool		txns;			/* the log_txns purge, else the segments' rules */
+	const QueenRetentionPhase *phase;
 	QueenRetentionDue *due;
 	int			ndue;
 	int			i;				/* the partition a step body works on */
 	QueenRetentionStep step;
+	int64		removed;		/* a batch's */
 } QueenRetentionPass;
 
 static void
@@ -144,8 +116,7 @@ queen_retention_due_body(void *arg)
 	QueenRetentionPass *p = (QueenRetentionPass *) arg;
 	MemoryContext old = MemoryContextSwitchTo(p->cxt);
 
-	p->ndue = p->txns ? queen_txns_due(QUEEN_RETENTION_DUE_CAP, &p->due) :
-		queen_retention_due(QUEEN_RETENTION_DUE_CAP, &p->due);
+	p->ndue = p->phase->due(QUEEN_RETENTION_DUE_CAP, &p->due);
 	MemoryContextSwitchTo(old);
 }
 
@@ -153,19 +124,50 @@ static void
 queen_retention_step_body(void *arg)
 {
 	QueenRetentionPass *p = (QueenRetentionPass *) arg;
-	QueenRetentionDue *d = &p->due[p->i];
 
-	if (p->txns)
-		queen_txns_purge_step(&d->partition_id, d->all_cutoff, QUEEN_RETENTION_MAX_ROWS,
-							  &p->step);
-	else
-		queen_retention_step(&d->partition_id, d->all_cutoff, d->completed_cutoff,
-							 QUEEN_RETENTION_MAX_ROWS, &p->step);
+	p->phase->step(&p->due[p->i], QUEEN_RETENTION_MAX_ROWS, &p->step);
+}
+
+static void
+queen_retention_batch_body(void *arg)
+{
+	QueenRetentionPass *p = (QueenRetentionPass *) arg;
+
+	p->removed = p->phase->batch(QUEEN_RETENTION_MAX_ROWS);
+}
+
+/* What a committed step removed, into the counters of its phase and rule. */
+static void
+queen_retention_count(const QueenRetentionPass *p)
+{
+	const QueenRetentionStep *st = &p->step;
+
+	switch (p->phase->bit)
+	{
+		case QUEEN_PHASE_SEGMENTS:
+			queen_count(p->due[p->i].max_wait ? QUEEN_COUNT_RET_MAX_WAIT :
+						QUEEN_COUNT_RET_RETENTION, st->by_age);
+			queen_count(QUEEN_COUNT_RET_COMPLETED, st->messages - st->by_age);
+			queen_count(QUEEN_COUNT_RET_SEGMENTS, st->segments);
+			break;
+		case QUEEN_PHASE_HASHES:
+			queen_count(QUEEN_COUNT_RET_HASHES, st->messages);
+			break;
+		case QUEEN_PHASE_PARTITIONS:
+			queen_count(QUEEN_COUNT_RET_PARTITIONS, st->segments);
+			break;
+		case QUEEN_PHASE_DLQ:
+			queen_count(QUEEN_COUNT_RET_DLQ, p->removed);
+			break;
+		case QUEEN_PHASE_TRACES:
+			queen_count(QUEEN_COUNT_RET_TRACES, p->removed);
+			break;
+	}
 }
 
 /* One phase of a sweep; true when it left work for the next. */
 static bool
-queen_retention_phase(bool txns)
+queen_retention_phase_run(const QueenRetentionPhase *phase)
 {
 	QueenRetentionPass p;
 	QueenTxResult result;
@@ -173,7 +175,15 @@ queen_retention_phase(bool txns)
 
 	memset(&p, 0, sizeof(p));
 	p.cxt = CurrentMemoryContext;
-	p.txns = txns;
+	p.phase = phase;
+	if (phase->batch != NULL)
+	{
+		if (!queen_worker_transact(phase->name, "maintenance", queen_retention_batch_body,
+								   &p, &result))
+			return false;
+		queen_retention_count(&p);
+		return p.removed == QUEEN_RETENTION_MAX_ROWS;
+	}
 	if (!queen_worker_transact("retention work list", "maintenance", queen_retention_due_body,
 							   &p, &result))
 		return false;
@@ -182,26 +192,31 @@ queen_retention_phase(bool txns)
 		CHECK_FOR_INTERRUPTS();
 		if (ShutdownRequestPending)
 			break;
-		if (queen_worker_transact(txns ? "txns purge step" : "retention step", "maintenance",
-								  queen_retention_step_body, &p, &result) && !p.step.done)
+		if (!queen_worker_transact(phase->name, "maintenance", queen_retention_step_body,
+								   &p, &result))
+			continue;
+		queen_retention_count(&p);
+		if (!p.step.done)
 			behind = true;
 	}
 	return behind || p.ndue == QUEEN_RETENTION_DUE_CAP;
 }
 
-/*
- * One sweep: the queues' rules over the segments, then the hashes behind
- * every dedup window; true when either left work for the next.
- */
+/* One sweep over every phase that is on; true when one left work for the next. */
 static bool
 queen_retention_sweep(void)
 {
-	bool		behind;
+	const QueenRetentionPhase *phase;
+	bool		behind = false;
+	int			i;
 
-	if (queen_retention_interval_ms <= 0 || !queen_worker_extension_present())
+	if (!queen_worker_extension_present())
 		return false;
-	behind = queen_retention_phase(false);
-	return queen_retention_phase(true) || behind;
+	for (i = 0; (phase = queen_retention_phase(i)) != NULL; i++)
+		if (queen_retention_phase_on(phase) && queen_retention_phase_run(phase))
+			behind = true;
+	queen_metrics_retention_swept(GetCurrentTimestamp());
+	return behind;
 }
 
 /* Refresh the gauges; returns the finished files, oldest first. */
@@ -358,10 +373,8 @@ queen_maintenance_main(Datum arg)
 	TimestampTz closing_since = 0;
 	TimestampTz last_lag = 0;
 	TimestampTz last_index = 0;
-	TimestampTz last_traces = 0;
 	TimestampTz last_retention = 0;
 	bool		index_behind = false;
-	bool		traces_behind = false;
 	bool		retention_behind = false;
 	HASHCTL		ctl;
 
@@ -435,16 +448,6 @@ queen_maintenance_main(Datum arg)
 			index_behind = queen_worker_extension_present() && queen_dedup_index_pass();
 		}
 
-		/* traces past their retention (traces.c), a batch at a time */
-		if (TimestampDifferenceExceeds(last_traces, now,
-									   Min(QUEEN_TRACE_SWEEP_MS,
-										   (int64) queen_trace_retention_s * 500)) ||
-			traces_behind)
-		{
-			last_traces = now;
-			traces_behind = queen_trace_sweep();
-		}
-
 		/* the queues' retention (retention.c): again at once while behind */
 		if ((queen_retention_interval_ms > 0 &&
 			 TimestampDifferenceExceeds(last_retention, now, queen_retention_interval_ms)) ||
@@ -460,7 +463,7 @@ queen_maintenance_main(Datum arg)
 			continue;
 		if (files != NIL)
 			timeout = 100;
-		if (index_behind || traces_behind || retention_behind)
+		if (index_behind || retention_behind)
 			timeout = 1;
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
