@@ -79,6 +79,8 @@ int			queen_retention_interval_ms = 5000;
 int			queen_dedup_index_min_hashes = 4096;
 int			queen_dlq_retention_s = 30 * 86400;
 int			queen_partition_cleanup_days = 30;
+int			queen_stats_interval_s = 10;
+int			queen_stats_history_days = 7;
 char	   *queen_retention_phases_setting = NULL;
 int			queen_retention_phases = QUEEN_PHASE_ALL;
 char	   *queen_test_fault_setting = NULL;
@@ -312,7 +314,7 @@ queen_phases_assign(const char *newval, void *extra)
 /*
  * Retention's settings, read by the maintenance worker and by
  * queen.retention_run alike: how often, which phases, and the ages of
- * what no queue option governs.
+ * what no queue option governs; and the statistics' refresh.
  */
 static void
 queen_define_retention_gucs(void)
@@ -358,6 +360,24 @@ queen_define_retention_gucs(void)
 							"Only a partition retention emptied (no message, no transactionId hash), with no dead letter, stream state, lease or consumer activity in that time. A later push recreates it with offsets from 0. 0 keeps them.",
 							&queen_partition_cleanup_days,
 							30, 0, 36500,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.stats_interval",
+							"How often the maintenance worker runs queen.stats_refresh().",
+							"The overview routes and views read what it last found (their statsAge, refreshed_at). 0 stops it; POST /api/v1/stats/refresh still works.",
+							&queen_stats_interval_s,
+							10, 0, 86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("queen.stats_history_days",
+							"Days of per-minute queue figures queen.stats_refresh() keeps (queen.stats_history, queen.retention_history).",
+							NULL,
+							&queen_stats_history_days,
+							7, 1, 3650,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);

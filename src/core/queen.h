@@ -47,6 +47,8 @@ extern int	queen_trace_retention_s;
 extern int	queen_retention_interval_ms;
 extern int	queen_dlq_retention_s;
 extern int	queen_partition_cleanup_days;
+extern int	queen_stats_interval_s;
+extern int	queen_stats_history_days;
 
 /* queen.retention_phases, as bits */
 #define QUEEN_PHASE_SEGMENTS	0x01

@@ -57,6 +57,7 @@ enum
 	QUEEN_RT_IDLE_RUNS,
 	QUEEN_RT_IDLE_TXNS,
 	QUEEN_RT_IDLE_DELETE,
+	QUEEN_RT_HISTORY,
 	QUEEN_RT_N
 };
 
@@ -224,6 +225,16 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 		"DELETE FROM queen.log_txns WHERE partition_id = $1",
 		1, {UUIDOID}, NULL
 	},
+	/* what a step removed, into its minute of queen.retention_history */
+	[QUEEN_RT_HISTORY] = {
+		"INSERT INTO queen.retention_history AS h"
+		" SELECT date_trunc('minute', now()), p.queue_id, $2, $3, $4"
+		"   FROM queen.log_partitions p WHERE p.id = $1"
+		" ON CONFLICT (bucket, queue_id, rule) DO UPDATE"
+		"    SET messages = h.messages + EXCLUDED.messages,"
+		"        segments = h.segments + EXCLUDED.segments",
+		4, {UUIDOID, TEXTOID, INT8OID, INT8OID}, NULL
+	},
 	/* its consumer rows cascade */
 	[QUEEN_RT_IDLE_DELETE] = {
 		"DELETE FROM queen.log_partitions WHERE id = $1",
@@ -259,7 +270,10 @@ queen_retention_remove(const pg_uuid_t *partition, int max_rows, int delete_stmt
 		/* the segments' choice says which rule let each go */
 		if (tt->tupdesc->natts >= 3 &&
 			DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, 3, &isnull)) && !isnull)
+		{
 			out->by_age += frames;
+			out->segments_by_age++;
+		}
 	}
 	out->segments = n;
 	out->new_log_start = queen_get_int64(tt->vals[n - 1], tt->tupdesc, 2) + 1;
@@ -495,10 +509,33 @@ queen_age_cutoff(int64 seconds)
 	return GetCurrentTimestamp() - seconds * USECS_PER_SEC;
 }
 
+/* What a step removed by one rule, added to its minute of history. */
+static void
+queen_retention_record(const pg_uuid_t *partition, const char *rule, int64 messages,
+					   int64 segments)
+{
+	Datum		values[4];
+
+	if (messages <= 0)
+		return;
+	values[0] = UUIDPGetDatum(partition);
+	values[1] = CStringGetTextDatum(rule);
+	values[2] = Int64GetDatum(messages);
+	values[3] = Int64GetDatum(segments);
+	queen_spi_connect();
+	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_HISTORY], values, NULL, false,
+				   SPI_OK_INSERT, "retention history");
+	SPI_finish();
+}
+
 static void
 queen_segments_step(const QueenRetentionDue *d, int max_rows, QueenRetentionStep *out)
 {
 	queen_retention_step(&d->partition_id, d->all_cutoff, d->completed_cutoff, max_rows, out);
+	queen_retention_record(&d->partition_id, d->max_wait ? "max_wait" : "retention",
+						   out->by_age, out->segments_by_age);
+	queen_retention_record(&d->partition_id, "completed", out->messages - out->by_age,
+						   out->segments - out->segments_by_age);
 }
 
 static void

@@ -16,6 +16,7 @@ typedef struct QueenRetentionStep
 	int64		segments;		/* segments (or hash rows) removed */
 	int64		messages;		/* the frames they held */
 	int64		by_age;			/* of them, those rule 1 (or the max wait) let go */
+	int64		segments_by_age;	/* and the segments that held those */
 	int64		new_log_start;	/* the first offset kept (txns_start for the purge) */
 	bool		done;			/* false: the step stopped at max_rows */
 } QueenRetentionStep;

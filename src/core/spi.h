@@ -36,7 +36,7 @@ extern void queen_exec(SPIPlanPtr plan, Datum *values, int expected,
  * A statement of a file's table of statements: its text and argument
  * types, and its plan, prepared at its first run and kept for the process.
  */
-#define QUEEN_STMT_MAXARGS	8
+#define QUEEN_STMT_MAXARGS	12
 
 typedef struct QueenStmt
 {

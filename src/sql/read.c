@@ -28,8 +28,10 @@
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
+#include "utils/uuid.h"
 
 PG_FUNCTION_INFO_V1(queen_read);
+PG_FUNCTION_INFO_V1(queen_read_partition);
 
 /* What the error context says while a message is being decoded. */
 typedef struct QueenReadPosition
@@ -229,6 +231,46 @@ queen_read_row(ReturnSetInfo *rsinfo, const QueenReadPosition *pos,
 }
 
 /*
+ * The rows of up to left messages of partition pid from offset from, into
+ * the result; inside SPI.
+ */
+static void
+queen_read_rows(ReturnSetInfo *rsinfo, QueenReadPosition *pos, const pg_uuid_t *pid,
+				int64 from, int64 left)
+{
+	QueenLogReader reader;
+	QueenLogMessage msg;
+	ErrorContextCallback errcb;
+	MemoryContext row_cxt;
+	MemoryContext old;
+
+	/* from here on, an error says where the read was, the cursor's open included */
+	reader.position = from;
+	pos->reader = &reader;
+	errcb.callback = queen_read_error_context;
+	errcb.arg = pos;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+	queen_log_open(&reader, pid, from, PG_INT64_MAX, left, false);
+
+	/* A row's payload and values live until it is in the tuplestore. */
+	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "queen.read row",
+									ALLOCSET_DEFAULT_SIZES);
+	while (queen_log_next(&reader, &msg))
+	{
+		old = MemoryContextSwitchTo(row_cxt);
+		queen_read_row(rsinfo, pos, &msg);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(row_cxt);
+	}
+	if (reader.problem != NULL)
+		queen_read_corrupted(pos, reader.problem_base, reader.problem);
+
+	error_context_stack = errcb.previous;
+	queen_log_close(&reader);
+}
+
+/*
  * queen.read(queue, partition, from_offset, max_messages)
  *	  -> (log_offset, message_id, transaction_id, payload, created_at)
  */
@@ -237,15 +279,10 @@ queen_read(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	QueenReadPosition pos;
-	QueenLogReader reader;
-	QueenLogMessage msg;
-	ErrorContextCallback errcb;
 	pg_uuid_t	tenant;
 	pg_uuid_t	pid;
 	int64		from;
 	int64		left;
-	MemoryContext row_cxt;
-	MemoryContext old;
 
 	InitMaterializedSRF(fcinfo, 0);
 
@@ -278,31 +315,35 @@ queen_read(PG_FUNCTION_ARGS)
 		SPI_finish();
 		return (Datum) 0;
 	}
+	queen_read_rows(rsinfo, &pos, &pid, from, left);
+	SPI_finish();
+	return (Datum) 0;
+}
 
-	/* from here on, an error says where the read was, the cursor's open included */
-	reader.position = from;
-	pos.reader = &reader;
-	errcb.callback = queen_read_error_context;
-	errcb.arg = &pos;
-	errcb.previous = error_context_stack;
-	error_context_stack = &errcb;
-	queen_log_open(&reader, &pid, from, PG_INT64_MAX, left, false);
+/*
+ * queen._read_partition(partition_id, from_offset, max_messages): the same
+ * read by the partition's id, whatever its tenant (the broker's message
+ * routes, which checked the tenant).  A partition that does not exist has
+ * no messages.
+ */
+Datum
+queen_read_partition(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	QueenReadPosition pos;
+	pg_uuid_t	pid;
+	int64		from = PG_GETARG_INT64(1);
+	int64		left = PG_GETARG_INT32(2);
 
-	/* A row's payload and values live until it is in the tuplestore. */
-	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "queen.read row",
-									ALLOCSET_DEFAULT_SIZES);
-	while (queen_log_next(&reader, &msg))
-	{
-		old = MemoryContextSwitchTo(row_cxt);
-		queen_read_row(rsinfo, &pos, &msg);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(row_cxt);
-	}
-	if (reader.problem != NULL)
-		queen_read_corrupted(&pos, reader.problem_base, reader.problem);
-
-	error_context_stack = errcb.previous;
-	queen_log_close(&reader);
+	InitMaterializedSRF(fcinfo, 0);
+	memcpy(pid.data, PG_GETARG_UUID_P(0)->data, UUID_LEN);
+	if (from < 0 || left <= 0)
+		return (Datum) 0;
+	pos.queue = psprintf("(partition %s)", DatumGetCString(DirectFunctionCall1(uuid_out,
+																				 PG_GETARG_DATUM(0))));
+	pos.partition = "";
+	queen_spi_connect();
+	queen_read_rows(rsinfo, &pos, &pid, from, left);
 	SPI_finish();
 	return (Datum) 0;
 }
