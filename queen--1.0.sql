@@ -1263,7 +1263,7 @@ LANGUAGE sql STABLE
 AS $$
 	SELECT json_build_object(
 		'queues', count(*), 'partitions', coalesce(sum(o.partitions), 0),
-		'namespaces', count(DISTINCT o.namespace), 'tasks', count(DISTINCT o.task),
+		'namespaces', count(DISTINCT nullif(o.namespace, '')), 'tasks', count(DISTINCT nullif(o.task, '')),
 		'consumerGroups', coalesce(sum(o.consumer_groups), 0),
 		'messages', json_build_object(
 			'total', coalesce(sum(o.messages), 0),

@@ -173,6 +173,21 @@ static const QueenWireField queen_traces_fields[] = {
 	QUEEN_WIRE_FIELD(QueenArgsTraces, offset, QUEEN_WIRE_I64),
 };
 
+static const QueenWireField queen_admin_fields[] = {
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, request, QUEEN_WIRE_U8),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, text0, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, text1, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, text2, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, text3, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, text4, QUEEN_WIRE_TEXT),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, limit, QUEEN_WIRE_I32),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, offset, QUEEN_WIRE_I64),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, number, QUEEN_WIRE_I32),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, flag, QUEEN_WIRE_U8),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, from, QUEEN_WIRE_I64),
+	QUEEN_WIRE_FIELD(QueenArgsAdmin, to, QUEEN_WIRE_I64),
+};
+
 const QueenWireLayout queen_args_text = QUEEN_WIRE_LAYOUT(QueenArgsText, queen_text_fields);
 const QueenWireLayout queen_args_pop = QUEEN_WIRE_LAYOUT(QueenArgsPop, queen_pop_fields);
 const QueenWireLayout queen_args_ack = QUEEN_WIRE_LAYOUT(QueenArgsAck, queen_ack_fields);
@@ -186,3 +201,4 @@ const QueenWireLayout queen_args_trace = QUEEN_WIRE_LAYOUT(QueenArgsTrace, queen
 const QueenWireLayout queen_args_traces = QUEEN_WIRE_LAYOUT(QueenArgsTraces, queen_traces_fields);
 const QueenWireLayout queen_args_stream_register = QUEEN_WIRE_LAYOUT(QueenArgsStreamRegister, queen_stream_register_fields);
 const QueenWireLayout queen_args_stream_state = QUEEN_WIRE_LAYOUT(QueenArgsStreamState, queen_stream_state_fields);
+const QueenWireLayout queen_args_admin = QUEEN_WIRE_LAYOUT(QueenArgsAdmin, queen_admin_fields);

@@ -91,6 +91,21 @@ static const QueenControlOpDef queen_control_ops[QUEEN_CONTROL_NOPS] = {
 		&queen_args_stream_state, &queen_args_text,
 		queen_op_stream_state_run, queen_op_stream_state_render, NULL, NULL, NULL
 	},
+	/* resources, status, analytics, group and message reads: any shard */
+	[QUEEN_CONTROL_ADMIN] = {
+		"administration read", "queen: administration", 0,
+		&queen_args_admin, NULL,
+		queen_op_admin_run, queen_op_admin_render, NULL, NULL, NULL
+	},
+	/*
+	 * seeks, subscriptions, dead letters purged, replayed, forgotten: alone,
+	 * under the consumption lock timeout, and what they made pending woken
+	 */
+	[QUEEN_CONTROL_ADMIN_WRITE] = {
+		"administration", "queen: administration", QUEEN_OP_CONSUMES,
+		&queen_args_admin, NULL,
+		queen_op_admin_run, queen_op_admin_render, NULL, NULL, NULL
+	},
 };
 
 /* The operation's row, or NULL for a number no row has. */

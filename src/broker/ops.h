@@ -41,6 +41,8 @@ typedef enum QueenControlOp
 	QUEEN_CONTROL_TRACES,
 	QUEEN_CONTROL_STREAM_REGISTER,
 	QUEEN_CONTROL_STREAM_STATE,
+	QUEEN_CONTROL_ADMIN,
+	QUEEN_CONTROL_ADMIN_WRITE,
 	QUEEN_CONTROL_NOPS
 } QueenControlOp;
 
@@ -210,6 +212,26 @@ typedef struct QueenArgsTraces
 	int64		offset;
 } QueenArgsTraces;
 
+/*
+ * ADMIN, ADMIN_WRITE: one administration request (core/admin.h), its
+ * arguments as QueenAdminArgs has them; an absent text is none.
+ */
+typedef struct QueenArgsAdmin
+{
+	uint8		request;		/* QueenAdminRequest */
+	QueenWireText text0;
+	QueenWireText text1;
+	QueenWireText text2;
+	QueenWireText text3;
+	QueenWireText text4;
+	int32		limit;
+	int64		offset;
+	int32		number;
+	uint8		flag;
+	int64		from;			/* TimestampTz */
+	int64		to;
+} QueenArgsAdmin;
+
 /* One run of an operation in the shard. */
 typedef struct QueenOpCall
 {
@@ -268,6 +290,7 @@ extern const QueenWireLayout queen_args_trace;
 extern const QueenWireLayout queen_args_traces;
 extern const QueenWireLayout queen_args_stream_register;
 extern const QueenWireLayout queen_args_stream_state;
+extern const QueenWireLayout queen_args_admin;
 
 extern const QueenControlOpDef *queen_control_op(uint8 op);
 extern void queen_control_put_args(StringInfo arg, uint8 op, const void *args);

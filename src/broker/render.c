@@ -19,6 +19,7 @@
 #include "postgres.h"
 
 #include "render.h"
+#include "validate.h"
 #include "codec.h"
 
 #include "utils/datetime.h"
@@ -29,17 +30,12 @@
 void
 queen_render_timestamp(StringInfo out, TimestampTz ts)
 {
-	struct pg_tm tm;
-	fsec_t		fsec;
+	char		buf[QUEEN_ISO8601_LEN];
 
-	if (TIMESTAMP_NOT_FINITE(ts) || timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
-	{
+	if (queen_format_iso8601(ts, buf))
+		appendStringInfo(out, "\"%s\"", buf);
+	else
 		appendStringInfoString(out, "null");
-		return;
-	}
-	appendStringInfo(out, "\"%04d-%02d-%02dT%02d:%02d:%02d.%06dZ\"",
-					 tm.tm_year, tm.tm_mon, tm.tm_mday,
-					 tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec);
 }
 
 void

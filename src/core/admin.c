@@ -23,6 +23,7 @@
 #include "codec.h"
 #include "spi.h"
 #include "txns_walk.h"
+#include "validate.h"
 
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -146,6 +147,18 @@ queen_admin_read(QueenAdminRow *row, const pg_uuid_t *tenant, const QueenAdminAr
 	return json;
 }
 
+/* A moment as a JSON string, or null. */
+static void
+queen_admin_moment(StringInfo out, TimestampTz ts)
+{
+	char		buf[QUEEN_ISO8601_LEN];
+
+	if (queen_format_iso8601(ts, buf))
+		appendStringInfo(out, "\"%s\"", buf);
+	else
+		appendStringInfoString(out, "null");
+}
+
 /* {"success":true,...} of a replay. */
 static char *
 queen_admin_replay_json(const QueenReplay *r)
@@ -197,10 +210,7 @@ queen_admin_write(int request, const pg_uuid_t *tenant, const QueenAdminArgs *a)
 			}
 			appendStringInfo(&out, ",\"seekToEnd\":%s,\"targetTimestamp\":",
 							 a->flag ? "true" : "false");
-			if (a->flag)
-				appendStringInfoString(&out, "null");
-			else
-				escape_json(&out, timestamptz_to_str(a->from));
+			queen_admin_moment(&out, a->flag ? DT_NOBEGIN : a->from);
 			appendStringInfo(&out, ",\"partitionsUpdated\":" INT64_FORMAT "}", n);
 			return out.data;
 		case QUEEN_ADMIN_SUBSCRIPTION:
@@ -208,7 +218,7 @@ queen_admin_write(int request, const pg_uuid_t *tenant, const QueenAdminArgs *a)
 			appendStringInfoString(&out, "{\"success\":true,\"consumerGroup\":");
 			escape_json(&out, a->text[0]);
 			appendStringInfoString(&out, ",\"newTimestamp\":");
-			escape_json(&out, timestamptz_to_str(a->from));
+			queen_admin_moment(&out, a->from);
 			appendStringInfo(&out, ",\"rowsUpdated\":" INT64_FORMAT "}", n);
 			return out.data;
 		case QUEEN_ADMIN_DLQ_PURGE:
@@ -318,4 +328,53 @@ queen_message_offset(const pg_uuid_t *pid, int64 lo, int64 hi, const char *txn)
 	}
 	queen_txns_walk_end(w);
 	return found;
+}
+
+static QueenStmt queen_queue_top_stmt = {
+	"SELECT o.tenant_id, o.queue, o.messages, o.pending, o.dead_letters, o.max_lag_seconds,"
+	"       (SELECT max(refreshed_at) FROM queen.queue_stats)"
+	"  FROM queen._queues_overview o"
+	" ORDER BY o.pending DESC, o.messages DESC, o.queue LIMIT $1",
+	1, {INT4OID}, NULL
+};
+
+/*
+ * The deepest queues (most pending first), at most limit, as the last
+ * queen.stats_refresh() found them, and when that was (0: never); for
+ * /metrics.  In the caller's memory.
+ */
+int
+queen_queue_stats_top(int limit, QueenQueueStatRow **rows, TimestampTz *refreshed_at)
+{
+	MemoryContext out_cxt = CurrentMemoryContext;
+	Datum		values[1];
+	int			n;
+	int			i;
+
+	*refreshed_at = 0;
+	queen_spi_connect();
+	values[0] = Int32GetDatum(limit);
+	n = queen_stmt_run(&queen_queue_top_stmt, values, NULL, true, SPI_OK_SELECT,
+					   "sampling the queues");
+	*rows = MemoryContextAllocZero(out_cxt, sizeof(QueenQueueStatRow) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		HeapTuple	t = SPI_tuptable->vals[i];
+		TupleDesc	d = SPI_tuptable->tupdesc;
+		QueenQueueStatRow *r = &(*rows)[i];
+		bool		isnull;
+		Datum		v;
+
+		queen_get_uuid(t, d, 1, &r->tenant);
+		r->queue = MemoryContextStrdup(out_cxt, SPI_getvalue(t, d, 2));
+		r->messages = queen_get_int64(t, d, 3);
+		r->pending = queen_get_int64(t, d, 4);
+		r->dead_letters = queen_get_int64(t, d, 5);
+		r->max_lag_seconds = queen_get_int64(t, d, 6);
+		v = SPI_getbinval(t, d, 7, &isnull);
+		if (!isnull)
+			*refreshed_at = DatumGetTimestampTz(v);
+	}
+	SPI_finish();
+	return n;
 }

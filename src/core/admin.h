@@ -67,6 +67,19 @@ extern int64 queen_message_offset(const pg_uuid_t *pid, int64 lo, int64 hi, cons
 extern void queen_admin_run(int request, const pg_uuid_t *tenant, const QueenAdminArgs *args,
 							QueenAdminAnswer *out);
 
+/* A queue's figures as the last stats refresh found them (queen_queue_stats_top). */
+typedef struct QueenQueueStatRow
+{
+	pg_uuid_t	tenant;
+	char	   *queue;
+	int64		messages;
+	int64		pending;
+	int64		dead_letters;
+	int64		max_lag_seconds;
+} QueenQueueStatRow;
+
+extern int	queen_queue_stats_top(int limit, QueenQueueStatRow **rows, TimestampTz *refreshed_at);
+
 /* admin_write.c */
 typedef struct QueenReplay
 {

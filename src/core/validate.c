@@ -110,6 +110,24 @@ queen_digits(const char **p, int n)
 }
 
 /*
+ * A moment as every answer spells it: UTC, microseconds, "...Z", into buf
+ * (QUEEN_ISO8601_LEN bytes); false for one that has no such spelling
+ * (infinity, out of range).
+ */
+bool
+queen_format_iso8601(TimestampTz ts, char *buf)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+
+	if (TIMESTAMP_NOT_FINITE(ts) || timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+		return false;
+	snprintf(buf, QUEEN_ISO8601_LEN, "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ",
+			 tm.tm_year, tm.tm_mon, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int) fsec);
+	return true;
+}
+
+/*
  * An ISO-8601 timestamp as clients write them (RFC 3339's profile): a date
  * YYYY-MM-DD, optionally a time HH:MM[:SS[.fraction]] after a T (or a
  * space, as PostgreSQL prints them), optionally Z or an offset +HH[[:]MM];

@@ -15,6 +15,10 @@
 extern const char *queen_name_problem(const char *name, size_t len,
 									  size_t max_len);
 extern bool queen_parse_iso8601(const char *text, TimestampTz *out);
+
+/* "2026-01-31T08:00:00.000000Z" and its NUL, with room for a five-digit year */
+#define QUEEN_ISO8601_LEN	40
+extern bool queen_format_iso8601(TimestampTz ts, char *buf);
 extern void queen_check_name(const char *what, const char *name, size_t len,
 							 size_t max_len);
 extern void queen_check_queue_name(const char *name, size_t len);

@@ -283,6 +283,50 @@ queen_handle_maintenance_set(QueenHttpRequest *req, const QueenRouteParams *para
 	queen_respond_buffers(req, 2);
 }
 
+/* Pop maintenance mode's answer: the flag and what it means. */
+static void
+queen_respond_pop_maintenance(QueenHttpRequest *req, bool changed)
+{
+	bool		on = queen_pop_maintenance_on();
+	const char *message;
+
+	if (changed)
+		message = on ? "Pop maintenance mode ENABLED. All POP operations will return empty arrays." :
+			"Pop maintenance mode DISABLED. Normal operation resumed.";
+	else
+		message = on ? "Pop maintenance mode is ON. All POP operations return empty arrays." :
+			"Pop maintenance mode is OFF. Normal operation.";
+	queen_respond_json(req, 200, psprintf("{\"popMaintenanceMode\":%s,\"message\":\"%s\"}",
+										  on ? "true" : "false", message));
+}
+
+/* GET /api/v1/system/maintenance/pop */
+void
+queen_handle_pop_maintenance_get(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	(void) params;
+	queen_respond_pop_maintenance(req, false);
+}
+
+/* POST /api/v1/system/maintenance/pop {"enabled": bool}: pops answer 204 at once while on. */
+void
+queen_handle_pop_maintenance_set(QueenHttpRequest *req, const QueenRouteParams *params)
+{
+	bool		enabled;
+	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
+	bool		valid = queen_parse_enabled_body(req->body, req->body_len, &enabled);
+
+	(void) params;
+	MemoryContextSwitchTo(old);
+	if (!valid)
+	{
+		queen_respond_error(req, 400, "enabled (boolean) is required");
+		return;
+	}
+	queen_pop_maintenance_set(enabled);
+	queen_respond_pop_maintenance(req, true);
+}
+
 /* GET /status: liveness, without touching the database. */
 void
 queen_handle_status(QueenHttpRequest *req, const QueenRouteParams *params)

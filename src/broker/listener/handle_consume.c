@@ -34,6 +34,7 @@
 #include "routes.h"
 #include "ops.h"
 #include "worker.h"
+#include "maintenance/spool.h"
 
 #include "common/hashfn.h"
 #include "utils/memutils.h"
@@ -182,6 +183,13 @@ queen_handle_pop(QueenHttpRequest *req, const QueenRouteParams *params)
 	if (!queen_read_query(req, queen_pop_params, &q) ||
 		!queen_pop_numbers(req, &q, &m, &wait, &timeout_ms))
 		return;
+	/* pop maintenance mode: consumers pause, whatever they asked */
+	if (queen_pop_maintenance_on())
+	{
+		queen_count(QUEEN_COUNT_POP_EMPTY, 1);
+		queen_http_respond(req, 204, NULL, "", 0, NULL);
+		return;
+	}
 	/* a queue's routes ignore namespace and task; the discovery route needs one */
 	if (queue == NULL)
 	{

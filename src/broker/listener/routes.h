@@ -39,6 +39,7 @@ typedef struct QueenRouteParams
 	const char *name[QUEEN_ROUTE_MAX_PARAMS];	/* as in the pattern, no ':' */
 	char	   *value[QUEEN_ROUTE_MAX_PARAMS];	/* in the request's context */
 	Size		len[QUEEN_ROUTE_MAX_PARAMS];	/* a decoded %00 counts */
+	const void *arg;			/* the route row's arg */
 } QueenRouteParams;
 
 typedef void (*QueenRouteHandler) (QueenHttpRequest *req, const QueenRouteParams *params);
@@ -49,6 +50,7 @@ typedef struct QueenRoute
 	const char *pattern;		/* "/a/b/:name": a :param is one non-empty segment */
 	QueenRouteHandler handler;
 	QueenRouteWorker worker;
+	const void *arg;			/* what the handler needs to know of the row (params->arg) */
 } QueenRoute;
 
 #define QUEEN_METHOD(m)		(UINT64CONST(1) << (m))
@@ -60,6 +62,11 @@ extern const char *queen_route_param(const QueenRouteParams *params, const char 
 extern char *queen_percent_decode(const char *s, Size n, bool plus_space, Size *len);
 extern void queen_respond_json(QueenHttpRequest *req, int status, const char *json);
 extern void queen_respond_error(QueenHttpRequest *req, int status, const char *message);
+
+/* handle_resources.c: every administration route, each row's arg its spec */
+extern void queen_handle_admin(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_seek(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_subscription(QueenHttpRequest *req, const QueenRouteParams *params);
 
 /* handle_push.c */
 extern void queen_handle_push(QueenHttpRequest *req, const QueenRouteParams *params);
@@ -87,6 +94,8 @@ extern void queen_handle_health(QueenHttpRequest *req, const QueenRouteParams *p
 extern void queen_handle_metrics(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_maintenance_get(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_maintenance_set(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_pop_maintenance_get(QueenHttpRequest *req, const QueenRouteParams *params);
+extern void queen_handle_pop_maintenance_set(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_buffers(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_status(QueenHttpRequest *req, const QueenRouteParams *params);
 

@@ -7,7 +7,9 @@
  *
  * The flag.  Shared memory holds it (the shards read it before every
  * flush); maintenance.state in the spool directory keeps it across
- * restarts and crashes.  Two things change it: POST
+ * restarts and crashes, with pop maintenance mode (POST
+ * /api/v1/system/maintenance/pop: pops answer empty at once, so consumers
+ * pause while producers go on).  Two things change the first: POST
  * /api/v1/system/maintenance, and a reload that changes
  * queen.maintenance_mode.  The last change wins.  The file also records
  * the setting last applied, so a setting edited while the server was down
@@ -52,6 +54,7 @@ queen_spool_shmem_init(void)
 	if (found)
 		return;
 	pg_atomic_init_u32(&queen_spool_state->maintenance, 0);
+	pg_atomic_init_u32(&queen_spool_state->pop_maintenance, 0);
 	pg_atomic_init_u32(&queen_spool_state->setting_seen, 0);
 	pg_atomic_init_u32(&queen_spool_state->db_healthy, 1);
 	pg_atomic_init_u64(&queen_spool_state->pending_files, 0);
@@ -69,9 +72,17 @@ queen_maintenance_on(void)
 	return queen_spool_state != NULL && pg_atomic_read_u32(&queen_spool_state->maintenance) != 0;
 }
 
+bool
+queen_pop_maintenance_on(void)
+{
+	return queen_spool_state != NULL &&
+		pg_atomic_read_u32(&queen_spool_state->pop_maintenance) != 0;
+}
+
 /*
  * At shared memory initialisation (postmaster start and crash restart):
- * the saved flag, unless the setting changed since it was saved.
+ * the saved flag, unless the setting changed since it was saved; and the
+ * pop flag as saved.
  */
 static void
 queen_maintenance_load(void)
@@ -79,16 +90,21 @@ queen_maintenance_load(void)
 	char	   *path = queen_spool_path(QUEEN_STATE_FILE);
 	FILE	   *f = AllocateFile(path, "r");
 	int			enabled = -1,
-				setting = -1;
+				setting = -1,
+				pop = 0;
 	bool		on = queen_maintenance_mode_setting;
 
 	if (f != NULL)
 	{
-		if (fscanf(f, "enabled=%d setting=%d", &enabled, &setting) == 2 &&
+		/* a file of a version without the pop flag has two fields */
+		if (fscanf(f, "enabled=%d setting=%d pop=%d", &enabled, &setting, &pop) >= 2 &&
 			(setting != 0) == queen_maintenance_mode_setting)
 			on = enabled != 0;
 		FreeFile(f);
 	}
+	pg_atomic_write_u32(&queen_spool_state->pop_maintenance, pop == 1 ? 1 : 0);
+	if (pop == 1)
+		ereport(LOG, (errmsg("queen: pop maintenance mode is on; pops answer empty")));
 	pg_atomic_write_u32(&queen_spool_state->maintenance, on ? 1 : 0);
 	pg_atomic_write_u32(&queen_spool_state->setting_seen, queen_maintenance_mode_setting ? 1 : 0);
 	if (on)
@@ -113,7 +129,8 @@ queen_maintenance_save(bool on, bool setting, char **why)
 		*why = psprintf("could not create \"%s\": %m", tmp);
 		return false;
 	}
-	ok = fprintf(f, "enabled=%d setting=%d\n", on ? 1 : 0, setting ? 1 : 0) > 0 &&
+	ok = fprintf(f, "enabled=%d setting=%d pop=%d\n", on ? 1 : 0, setting ? 1 : 0,
+				 queen_pop_maintenance_on() ? 1 : 0) > 0 &&
 		fflush(f) == 0 && pg_fsync(fileno(f)) == 0;
 	if (FreeFile(f) != 0)
 		ok = false;
@@ -153,6 +170,22 @@ queen_maintenance_set(bool on, bool setting)
 	for (s = 0; s < queen_broker->nshards; s++)
 		queen_worker_wake(&queen_broker->shards[s]);
 	queen_worker_wake(&queen_broker->maintenance);
+}
+
+/* Turn pop maintenance mode on or off, saved with the other flag. */
+void
+queen_pop_maintenance_set(bool on)
+{
+	char	   *why = NULL;
+
+	pg_atomic_write_u32(&queen_spool_state->pop_maintenance, on ? 1 : 0);
+	if (!queen_maintenance_save(queen_maintenance_on(),
+								pg_atomic_read_u32(&queen_spool_state->setting_seen) != 0, &why))
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("queen: pop maintenance mode is %s, but it could not be saved for a restart: %s",
+						on ? "on" : "off", why)));
+	ereport(LOG, (errmsg("queen: pop maintenance mode %s", on ? "enabled" : "disabled")));
 }
 
 /*
@@ -206,7 +239,8 @@ queen_buffers_json(StringInfo out, int shape)
 	}
 	appendStringInfo(out, "{\"maintenanceMode\":%s,", on ? "true" : "false");
 	if (shape == 1)
-		appendStringInfoString(out, "\"popMaintenanceMode\":false,");
+		appendStringInfo(out, "\"popMaintenanceMode\":%s,",
+						 queen_pop_maintenance_on() ? "true" : "false");
 	appendStringInfo(out, "\"bufferedMessages\":" UINT64_FORMAT ",\"bufferHealthy\":%s,",
 					 pending, healthy ? "true" : "false");
 	if (shape == 1)

@@ -4,7 +4,8 @@
  *	  The maintenance worker, which drains the disk spool (spool.c) into
  *	  the database exactly once while maintenance mode (maintenance_mode.c) is
  *	  off, samples the consumer lag for /metrics (lag.c), sorts stored
- *	  hashes into dedup runs (dedup_index.c) and runs retention's phases
+ *	  hashes into dedup runs (dedup_index.c), refreshes the stats tables
+ *	  every queen.stats_interval (admin.c) and runs retention's phases
  *	  every queen.retention_interval (retention.c): the queues' rules,
  *	  the hashes' purge, expired dead letters and traces, idle partitions.
  *
@@ -49,6 +50,7 @@
 #include "maintenance.h"
 #include "spool.h"
 #include "retention.h"
+#include "admin.h"
 #include "worker.h"
 
 #include "miscadmin.h"
@@ -219,6 +221,30 @@ queen_retention_sweep(void)
 	return behind;
 }
 
+static void
+queen_stats_refresh_body(void *arg)
+{
+	QueenAdminArgs a;
+	QueenAdminAnswer ans;
+	pg_uuid_t	none;
+
+	(void) arg;
+	memset(&a, 0, sizeof(a));
+	memset(&none, 0, sizeof(none));
+	queen_admin_run(QUEEN_ADMIN_STATS_REFRESH, &none, &a, &ans);
+}
+
+/* queen.stats_refresh() in a transaction of its own; a failure is logged and skipped. */
+static void
+queen_stats_refresh(void)
+{
+	QueenTxResult result;
+
+	if (queen_worker_extension_present())
+		(void) queen_worker_transact("stats refresh", "maintenance", queen_stats_refresh_body,
+									 NULL, &result);
+}
+
 /* Refresh the gauges; returns the finished files, oldest first. */
 static List *
 queen_drain_survey(void)
@@ -374,6 +400,7 @@ queen_maintenance_main(Datum arg)
 	TimestampTz last_lag = 0;
 	TimestampTz last_index = 0;
 	TimestampTz last_retention = 0;
+	TimestampTz last_stats = 0;
 	bool		index_behind = false;
 	bool		retention_behind = false;
 	HASHCTL		ctl;
@@ -430,6 +457,14 @@ queen_maintenance_main(Datum arg)
 							 50L, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 			continue;
+		}
+
+		/* the stats tables the overview routes read (admin.c), before the lag sample reads them */
+		if (queen_stats_interval_s > 0 &&
+			TimestampDifferenceExceeds(last_stats, now, queen_stats_interval_s * 1000))
+		{
+			last_stats = now;
+			queen_stats_refresh();
 		}
 
 		/* the consumer lag for /metrics (lag.c), off the shards' path */

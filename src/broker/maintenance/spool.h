@@ -24,6 +24,7 @@
 typedef struct QueenSpoolShared
 {
 	pg_atomic_uint32 maintenance;	/* pushes go to the spool */
+	pg_atomic_uint32 pop_maintenance;	/* pops answer empty at once */
 	pg_atomic_uint32 setting_seen;	/* queen.maintenance_mode last applied */
 	pg_atomic_uint32 db_healthy;	/* the last drain attempt worked */
 	pg_atomic_uint64 pending_files; /* items in finished files, not yet drained */
@@ -79,6 +80,8 @@ extern void queen_spool_shmem_init(void);
 extern void queen_spool_render(StringInfo out);
 extern uint64 queen_spool_quarantined(void);
 extern bool queen_maintenance_on(void);
+extern bool queen_pop_maintenance_on(void);
+extern void queen_pop_maintenance_set(bool on);
 extern uint64 queen_spool_pending(void);
 extern void queen_maintenance_set(bool on, bool setting);
 extern void queen_buffers_json(StringInfo out, int shape);

@@ -46,6 +46,8 @@ extern int	queen_op_configure_render(QueenOpCall *call, void *result, StringInfo
 extern void *queen_op_delete_queue_run(QueenOpCall *call);
 extern int	queen_op_delete_queue_render(QueenOpCall *call, void *result, StringInfo out);
 extern void queen_op_catalog_changed(QueenOpCall *call);
+extern void *queen_op_admin_run(QueenOpCall *call);
+extern int	queen_op_admin_render(QueenOpCall *call, void *result, StringInfo out);
 
 extern void *queen_op_pop_run(QueenOpCall *call);
 extern int	queen_op_pop_render(QueenOpCall *call, void *result, StringInfo out);

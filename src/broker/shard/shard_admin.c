@@ -3,15 +3,17 @@
  * shard_admin.c
  *	  The operations on queues and on the broker itself that a shard runs
  *	  between bundles: the health check (a round trip to the database),
- *	  configure and delete queue.  Each is a row of the operation table
- *	  (ops.c): a run that calls the core (configure.c) and a render of what
- *	  it returned.
+ *	  configure and delete queue, and the administration requests (the
+ *	  core's admin.c, which answers them as JSON).  Each is a row of the
+ *	  operation table (ops.c): a run that calls the core and a render of
+ *	  what it returned.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "shard.h"
+#include "admin.h"
 #include "configure.h"
 #include "render.h"
 
@@ -119,4 +121,63 @@ void
 queen_op_catalog_changed(QueenOpCall *call)
 {
 	queen_wake_catalog(call->op == QUEEN_CONTROL_DELETE_QUEUE);
+}
+
+/* An empty text is none: no administration argument may be empty. */
+static const char *
+queen_admin_text(QueenWireText t)
+{
+	return t.len == 0 ? NULL : queen_wire_cstring(t);
+}
+
+/*
+ * An administration request: the core's answer, or 404 with what was not
+ * found.  A write's marks (a seek's queue) wake parked pops after COMMIT.
+ */
+void *
+queen_op_admin_run(QueenOpCall *call)
+{
+	const QueenArgsAdmin *m = (const QueenArgsAdmin *) call->args;
+	QueenAdminArgs a;
+	QueenAdminAnswer *ans = palloc0(sizeof(QueenAdminAnswer));
+
+	if (queen_op_extension_missing(call))
+		return NULL;
+	memset(&a, 0, sizeof(a));
+	a.text[0] = queen_admin_text(m->text0);
+	a.text[1] = queen_admin_text(m->text1);
+	a.text[2] = queen_admin_text(m->text2);
+	a.text[3] = queen_admin_text(m->text3);
+	a.text[4] = queen_admin_text(m->text4);
+	a.limit = m->limit;
+	a.offset = m->offset;
+	a.number = m->number;
+	a.flag = m->flag != 0;
+	a.from = (TimestampTz) m->from;
+	a.to = (TimestampTz) m->to;
+	/* a read from a listener sent as a write, or the reverse, is refused */
+	if (queen_admin_writes(m->request) != (call->op == QUEEN_CONTROL_ADMIN_WRITE))
+	{
+		call->status = 500;
+		call->problem = "malformed administration request";
+		return NULL;
+	}
+	queen_admin_run(m->request, &call->tenant, &a, ans);
+	if (ans->writes)
+		queen_consume_wake_released();
+	if (ans->json == NULL)
+	{
+		call->status = 404;
+		call->problem = ans->not_found;
+		return NULL;
+	}
+	return ans;
+}
+
+int
+queen_op_admin_render(QueenOpCall *call, void *result, StringInfo out)
+{
+	(void) call;
+	appendStringInfoString(out, ((QueenAdminAnswer *) result)->json);
+	return 200;
 }
