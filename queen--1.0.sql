@@ -955,8 +955,9 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- overview routes read one row per queue whatever the partitions.
 ------------------------------------------------------------------------------
 
--- Per partition and consumer group with a cursor: where it stands.
-CREATE VIEW queen.consumer_group_partitions AS
+-- Per partition and consumer group with a cursor: where it stands, every
+-- tenant's (queen.consumer_group_partitions is the session's).
+CREATE VIEW queen._consumer_group_partitions AS
 SELECT q.tenant_id, q.id AS queue_id, q.name AS queue, p.id AS partition_id,
 	   p.name AS partition, c.consumer_group, c.committed, p.log_start, p.last_offset,
 	   GREATEST(p.last_offset - GREATEST(c.committed, p.log_start - 1), 0) AS pending,
@@ -971,8 +972,10 @@ SELECT q.tenant_id, q.id AS queue_id, q.name AS queue, p.id AS partition_id,
   FROM queen.log_consumers c
   JOIN queen.log_partitions p ON p.id = c.partition_id
   JOIN queen.queues q ON q.id = p.queue_id;
+CREATE VIEW queen.consumer_group_partitions AS
+SELECT * FROM queen._consumer_group_partitions WHERE tenant_id = queen.current_tenant();
 COMMENT ON VIEW queen.consumer_group_partitions IS
-'Per partition and consumer group with a cursor: committed offset, messages pending past it, messages leased now, the lease, and when the oldest pending message was pushed.';
+'The session''s partitions per consumer group with a cursor: committed offset, messages pending past it, messages leased now, the lease, and when the oldest pending message was pushed.';
 
 -- What queen.stats_refresh() last found, per queue and per (queue, group).
 CREATE TABLE queen.queue_stats (
@@ -1059,7 +1062,7 @@ AS $$
 		SELECT count(*) AS partitions, sum(x.leased) AS leased,
 			   count(*) FILTER (WHERE x.leased > 0) AS leases,
 			   sum(x.total_consumed) AS consumed, min(x.oldest_pending_at) AS oldest_pending_at
-		  FROM queen.consumer_group_partitions x
+		  FROM queen._consumer_group_partitions x
 		 WHERE x.queue_id = q.id AND x.consumer_group = l.consumer_group) c ON true
 	  LEFT JOIN queen.consumer_groups_metadata m
 		ON m.queue_id = q.id AND m.consumer_group = l.consumer_group
@@ -1330,7 +1333,7 @@ AS $$
 		'last_consumed_at', NULL::text)
 		ORDER BY x.lag DESC, x.queue, x.partition, x.consumer_group), '[]')
 	  FROM (SELECT v.*, extract(epoch FROM now() - v.oldest_pending_at)::bigint AS lag
-			  FROM queen.consumer_group_partitions v
+			  FROM queen._consumer_group_partitions v
 			 WHERE v.tenant_id = $1 AND v.pending > 0
 			   AND v.oldest_pending_at < now() - make_interval(secs => $2)
 			 ORDER BY v.oldest_pending_at LIMIT $3) x
@@ -1362,7 +1365,7 @@ AS $$
 										  WHERE m.queue_id = x.queue_id AND m.consumer_group = $2
 											AND m.partition_name = '' AND m.namespace IS NULL
 											AND m.task IS NULL)) AS j
-			  FROM (SELECT * FROM queen.consumer_group_partitions v
+			  FROM (SELECT * FROM queen._consumer_group_partitions v
 					 WHERE v.tenant_id = $1 AND v.consumer_group = $2
 					 ORDER BY v.queue, v.partition LIMIT $3) x
 			 GROUP BY x.queue, x.queue_id) y
@@ -1398,17 +1401,23 @@ AS $$
 				 (array_agg(h.leased ORDER BY h.bucket DESC))[1] AS leased,
 				 (array_agg(h.dead_letters ORDER BY h.bucket DESC))[1] AS dead_letters,
 				 (array_agg(h.partitions ORDER BY h.bucket DESC))[1] AS partitions,
-				 max(h.max_lag_seconds) AS max_lag_seconds
+				 max(h.max_lag_seconds) AS max_lag_seconds, min(q.created_at) AS created_at
 			FROM queen.stats_history h JOIN queen.queues q ON q.id = h.queue_id, w
 		   WHERE q.tenant_id = $1 AND ($2 IS NULL OR q.name = $2)
 			 AND ($3 IS NULL OR q.namespace = $3) AND ($4 IS NULL OR q.task = $4)
 			 AND h.bucket >= $5 - make_interval(mins => w.m) AND h.bucket <= $6
 		   GROUP BY 1, 2)
 	SELECT b.bucket, b.queue_name,
-		   GREATEST(b.pushed - lag(b.pushed) OVER (PARTITION BY b.queue_name ORDER BY b.bucket), 0),
-		   GREATEST(b.consumed - lag(b.consumed) OVER (PARTITION BY b.queue_name ORDER BY b.bucket), 0),
+		   GREATEST(b.pushed - coalesce(lag(b.pushed) OVER q, b.first), 0),
+		   GREATEST(b.consumed - coalesce(lag(b.consumed) OVER q, b.first), 0),
 		   b.pending, b.leased, b.dead_letters, b.partitions, b.max_lag_seconds, w.m
-	  FROM b, w
+	  FROM (SELECT b.*,
+				   -- a queue's first bucket: from 0 if it was created since the
+				   -- bucket before, else unknown (nothing counted)
+				   CASE WHEN b.created_at >= b.bucket - make_interval(mins => w.m) THEN 0
+						ELSE NULL END AS first
+			  FROM b, w) b, w
+	WINDOW q AS (PARTITION BY b.queue_name ORDER BY b.bucket)
 	 ORDER BY b.bucket, b.queue_name
 $$;
 
@@ -1449,7 +1458,7 @@ AS $$
 		'leases', (SELECT json_build_object(
 				'active', count(*), 'partitionsWithLeases', count(DISTINCT v.partition_id),
 				'totalLeased', coalesce(sum(v.leased), 0))
-			  FROM queen.consumer_group_partitions v
+			  FROM queen._consumer_group_partitions v
 			 WHERE v.tenant_id = $1 AND v.leased > 0 AND v.queue_id IN (SELECT o.queue_id FROM o)),
 		'deadLetterQueue', (SELECT json_build_object(
 				'totalMessages', count(*), 'affectedPartitions', count(DISTINCT d.partition_id),

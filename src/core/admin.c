@@ -168,8 +168,12 @@ queen_admin_replay_json(const QueenReplay *r)
 
 	initStringInfo(&out);
 	queen_uuid_format(&r->dlq_id, id);
-	appendStringInfo(&out, "{\"success\":true,\"id\":\"%s\",\"result\":\"%s\",\"replayedAs\":{",
-					 id, r->duplicate ? "duplicate" : "moved");
+	/* a duplicate moved nothing: not a success, and the answer says why */
+	appendStringInfo(&out, "{\"success\":%s,\"id\":\"%s\",\"result\":\"%s\",",
+					 r->duplicate ? "false" : "true", id, r->duplicate ? "duplicate" : "moved");
+	if (r->duplicate)
+		appendStringInfoString(&out, "\"error\":\"the replay's transactionId is already stored in the partition: nothing moved and the dead letter stays\",");
+	appendStringInfoString(&out, "\"replayedAs\":{");
 	queen_uuid_format(&r->message_id, id);
 	appendStringInfo(&out, "\"messageId\":\"%s\",\"transactionId\":", id);
 	escape_json(&out, r->transaction_id);

@@ -58,6 +58,7 @@ typedef struct QueenAdminRoute
 	QueenAdminText text[QUEEN_ADMIN_TEXTS];
 	int32		default_limit;
 	int32		max_limit;
+	int64		max_offset;		/* 0: any */
 	int32		range_seconds;	/* the default range: this long before now */
 	const char *number;			/* an integer parameter, or NULL */
 	int32		number_default;
@@ -80,8 +81,9 @@ static const char *const q_messages[] = {"queue", "partition", "status", "limit"
 static const char *const q_queue_messages[] = {"partition", "status", "limit", "offset", NULL};
 static const char *const q_dlq_purge[] = {"queue", "consumerGroup", NULL};
 
+/* from and to are Queen's clients' (/status/queues): checked, no effect */
 const QueenAdminRoute queen_ar_queues = {
-	.request = QUEEN_ADMIN_QUEUES, .flags = QUEEN_AR_PAGE, .query = q_queues,
+	.request = QUEEN_ADMIN_QUEUES, .flags = QUEEN_AR_PAGE | QUEEN_AR_RANGE, .query = q_queues,
 	.text = {NONE, QUERY("namespace", QUEEN_IS_NAME), QUERY("task", QUEEN_IS_NAME)},
 	.default_limit = 100, .max_limit = 1000
 };
@@ -131,12 +133,12 @@ const QueenAdminRoute queen_ar_message = {
 const QueenAdminRoute queen_ar_messages = {
 	.request = QUEEN_ADMIN_MESSAGES, .flags = QUEEN_AR_PAGE, .query = q_messages,
 	.text = {NEEDED("queue", QUEEN_IS_NAME), QUERY("partition", QUEEN_IS_NAME),
-	QUERY("status", QUEEN_IS_STATUS)}, .default_limit = 50, .max_limit = 1000
+	QUERY("status", QUEEN_IS_STATUS)}, .default_limit = 50, .max_limit = 1000, .max_offset = 100000
 };
 const QueenAdminRoute queen_ar_queue_messages = {
 	.request = QUEEN_ADMIN_MESSAGES, .flags = QUEEN_AR_PAGE, .query = q_queue_messages,
 	.text = {PATH("queue", QUEEN_IS_NAME), QUERY("partition", QUEEN_IS_NAME),
-	QUERY("status", QUEEN_IS_STATUS)}, .default_limit = 50, .max_limit = 1000
+	QUERY("status", QUEEN_IS_STATUS)}, .default_limit = 50, .max_limit = 1000, .max_offset = 100000
 };
 const QueenAdminRoute queen_ar_message_forget = {
 	.request = QUEEN_ADMIN_MESSAGE_FORGET, .query = q_none,
@@ -221,14 +223,14 @@ queen_admin_text(QueenHttpRequest *req, const QueenQuery *q, const QueenRoutePar
 
 /* A time bound: absent is dflt, "now" is now, else ISO-8601 (checked before). */
 static TimestampTz
-queen_admin_bound(const char *value, TimestampTz dflt)
+queen_admin_bound(const char *value, TimestampTz dflt, TimestampTz now)
 {
 	TimestampTz t;
 
 	if (value == NULL || value[0] == '\0')
 		return dflt;
 	if (strcmp(value, "now") == 0)
-		return GetCurrentTimestamp();
+		return now;
 	(void) queen_parse_iso8601(value, &t);
 	return t;
 }
@@ -248,7 +250,8 @@ queen_admin_numbers(QueenHttpRequest *req, const QueenQuery *q, const QueenAdmin
 		if ((problem = queen_query_int(q, "limit", r->default_limit, 1, r->max_limit,
 									   &limit)) == NULL &&
 			queen_query_get(q, "offset", NULL) != NULL)
-			problem = queen_query_int(q, "offset", 0, 0, PG_INT64_MAX, &offset);
+			problem = queen_query_int(q, "offset", 0, 0,
+									  r->max_offset > 0 ? r->max_offset : PG_INT64_MAX, &offset);
 	}
 	if (problem == NULL && r->number != NULL)
 		problem = queen_query_int(q, r->number, r->number_default, 0, PG_INT32_MAX, &number);
@@ -262,8 +265,9 @@ queen_admin_numbers(QueenHttpRequest *req, const QueenQuery *q, const QueenAdmin
 		if ((problem = queen_bound_problem("from", from)) == NULL &&
 			(problem = queen_bound_problem("to", to)) == NULL)
 		{
-			m->to = queen_admin_bound(to, now);
-			m->from = queen_admin_bound(from, m->to - (int64) r->range_seconds * USECS_PER_SEC);
+			m->to = queen_admin_bound(to, now, now);
+			m->from = queen_admin_bound(from, m->to - (int64) r->range_seconds * USECS_PER_SEC,
+										now);
 			if (m->from > m->to)
 				problem = "from must not be after to";
 		}

@@ -55,6 +55,7 @@
 #include "postgres.h"
 
 #include "listener.h"
+#include "maintenance/spool.h"
 #include "codec.h"
 #include "routes.h"
 #include "ops.h"
@@ -546,7 +547,8 @@ queen_line_send(QueenPending *p, QueenPopWait *w, bool eager)
 
 /*
  * Send the line's head to a shard; false if nothing was sent.  Heads past
- * their deadline or whose client left are answered on the way.
+ * their deadline or whose client left, and every head in pop maintenance
+ * mode, are answered on the way.
  */
 static bool
 queen_line_probe(QueenLine *line, TimestampTz now)
@@ -557,7 +559,9 @@ queen_line_probe(QueenLine *line, TimestampTz now)
 		int			shard;
 		QueenPending *p;
 
-		if (now >= w->deadline || queen_http_client_closed(w->http))
+		/* pop maintenance mode answers parked pops too, when they would go */
+		if (now >= w->deadline || queen_http_client_closed(w->http) ||
+			queen_pop_maintenance_on())
 		{
 			queen_pop_unpark(w);
 			queen_pop_answer_empty(w);
