@@ -1034,6 +1034,14 @@ CREATE TABLE queen.retention_history (
 	PRIMARY KEY (bucket, queue_id, rule)
 );
 
+-- The broker's counters, a row a minute (the maintenance worker, beside
+-- each stats refresh): cumulative since the broker started, so a minute's
+-- figure is a difference and a restart a drop; kept queen.stats_history_days.
+CREATE TABLE queen.broker_history (
+	bucket		timestamptz PRIMARY KEY,
+	counters	jsonb NOT NULL
+);
+
 -- Recompute both tables, every tenant, and this minute's history; one
 -- refresh at a time (the others wait).  Plain reads of the log's bookkeeping: no push or pop waits for it.
 CREATE FUNCTION queen.stats_refresh()
@@ -1085,6 +1093,8 @@ AS $$
 	 WHERE bucket < now() - make_interval(days => coalesce(nullif(current_setting('queen.stats_history_days', true), '')::int, 7));
 	DELETE FROM queen.retention_history
 	 WHERE bucket < now() - make_interval(days => coalesce(nullif(current_setting('queen.stats_history_days', true), '')::int, 7));
+	DELETE FROM queen.broker_history
+	 WHERE bucket < now() - make_interval(days => coalesce(nullif(current_setting('queen.stats_history_days', true), '')::int, 7));
 	SELECT (SELECT count(*) FROM queen.queue_stats), (SELECT count(*) FROM queen.group_stats);
 $$;
 
@@ -1096,7 +1106,7 @@ CREATE VIEW queen._queues_overview AS
 SELECT q.tenant_id, q.id AS queue_id, q.name AS queue, q.namespace, q.task, q.created_at,
 	   coalesce(s.partitions, 0) AS partitions, coalesce(s.messages, 0) AS messages,
 	   coalesce(s.pushed, 0) AS pushed,
-	   coalesce(g.pending, 0) AS pending, coalesce(g.leased, 0) AS leased,
+	   coalesce(g.pending, 0) AS pending, coalesce(g.leased, 0)::bigint AS leased,
 	   coalesce(g.consumed, 0) AS consumed, coalesce(g.groups, 0) AS consumer_groups,
 	   coalesce(s.dead_letters, 0) AS dead_letters, s.oldest_message_at, s.last_write_at,
 	   coalesce(g.max_lag, 0) AS max_lag_seconds, s.refreshed_at
@@ -1698,3 +1708,44 @@ CREATE FUNCTION queen.dlq_forget(partition_id uuid, transaction_id text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'queen_dlq_forget_sql'
 LANGUAGE C VOLATILE;
+
+
+-- GET /api/v1/analytics/worker-metrics: the broker's throughput per bucket.
+CREATE FUNCTION queen._api_worker_metrics(from_time timestamptz, to_time timestamptz)
+RETURNS json
+LANGUAGE sql STABLE
+AS $$
+	WITH w AS (SELECT queen._bucket_minutes($1, $2) AS m),
+	b AS (SELECT to_timestamp(floor(extract(epoch FROM h.bucket) / (w.m * 60)) * w.m * 60) AS bucket,
+				 (array_agg(h.counters ORDER BY h.bucket DESC))[1] AS c
+			FROM queen.broker_history h, w
+		   WHERE h.bucket >= $1 - make_interval(mins => w.m) AND h.bucket <= $2
+		   GROUP BY 1),
+	d AS (SELECT b.bucket, k.key,
+				 GREATEST((b.c->>k.key)::bigint
+						  - coalesce((lag(b.c) OVER (ORDER BY b.bucket)->>k.key)::bigint,
+									 (b.c->>k.key)::bigint), 0) AS n
+			FROM b CROSS JOIN LATERAL jsonb_object_keys(b.c) k(key)
+		   WHERE k.key <> 'parkedPops'),
+	t AS (SELECT d.bucket, jsonb_object_agg(d.key, d.n) AS c FROM d GROUP BY d.bucket)
+	SELECT json_build_object(
+		'timeRange', json_build_object('from', queen._ts($1), 'to', queen._ts($2)),
+		'bucketMinutes', (SELECT m FROM w),
+		'timeSeries', coalesce((SELECT json_agg(json_build_object(
+				'timestamp', queen._ts(t.bucket),
+				'pushMessages', t.c->'pushMessages', 'popMessages', t.c->'popMessages',
+				'ackMessages', t.c->'ackMessages', 'pushRequests', t.c->'pushRequests',
+				'popRequests', t.c->'popRequests', 'ackRequests', t.c->'ackRequests',
+				'pushPerSecond', round((t.c->>'pushMessages')::numeric / ((SELECT m FROM w) * 60), 2),
+				'popPerSecond', round((t.c->>'popMessages')::numeric / ((SELECT m FROM w) * 60), 2),
+				'ackPerSecond', round((t.c->>'ackMessages')::numeric / ((SELECT m FROM w) * 60), 2),
+				'popEmpty', t.c->'popEmpty', 'ackSuccess', t.c->'ackSuccess',
+				'ackFailed', t.c->'ackFailed', 'dlqCount', t.c->'dlqCount',
+				'transactions', t.c->'transactions', 'commits', t.c->'commits',
+				'dbErrors', t.c->'dbErrors', 'buffered', t.c->'buffered',
+				'lockTimeouts', t.c->'lockTimeouts',
+				'parkedPops', (SELECT b.c->'parkedPops' FROM b WHERE b.bucket = t.bucket))
+				ORDER BY t.bucket DESC)
+			  FROM t WHERE t.bucket >= $1), '[]'),
+		'summary', (SELECT h.counters FROM queen.broker_history h ORDER BY h.bucket DESC LIMIT 1))
+$$;

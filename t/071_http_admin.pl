@@ -14,7 +14,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use QueenHTTP;
 
-my ($node, $port) = start_broker(name => 'admin', extra => "queen.stats_interval = 0\nqueen.consumer_lag_interval = 1\nrestart_after_crash = on\n");
+my ($node, $port) = start_broker(name => 'admin', extra => "queen.stats_interval = 1\nqueen.consumer_lag_interval = 1\nrestart_after_crash = on\n");
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 sub get { my ($s, $j) = http_json($port, 'GET', $_[0]); return ($s, $j); }
@@ -173,6 +173,22 @@ my ($pushs, $pushr) = push_items($port, { queue => 'ad.q', partition => 'p0', pa
 is($pushr->[0]{status}, 'queued', 'a push completes while a refresh is open');
 $refresh->query_safe('COMMIT');
 $refresh->quit;
+
+# ---- the broker's own counters, a row a minute beside each refresh ------------------
+# (the counters started again with the crash above)
+my ($wm, $base);
+ok(wait_for(sub {
+	(undef, $wm) = get('/api/v1/analytics/worker-metrics');
+	return $wm && $wm->{summary} && defined $wm->{summary}{pushMessages} && @{ $wm->{timeSeries} } >= 1;
+}, 30), 'worker-metrics: the broker\'s counters over time');
+$base = $wm->{summary}{pushMessages};
+push_items($port, map { { queue => 'ad.q', partition => 'p1', payload => $_ } } 1 .. 5);
+ok(wait_for(sub {
+	(undef, $wm) = get('/api/v1/analytics/worker-metrics');
+	return $wm->{summary}{pushMessages} >= $base + 5;
+}, 30), 'worker-metrics: five more messages pushed are counted');
+($s) = get('/api/v1/analytics/worker-metrics?from=later');
+is($s, 400, 'worker-metrics: a bad from');
 
 # ---- 404s and 400s ------------------------------------------------------------------
 my $zero = '00000000-0000-0000-0000-000000000000';

@@ -382,6 +382,47 @@ static const QueenMetricDef queen_metric_defs[] = {
 	QUEEN_FAMILY(queen_shards_render),
 };
 
+/*
+ * The counters the broker's history keeps (queen.broker_history, a row a
+ * minute written by the maintenance worker), as a JSON object: cumulative
+ * since the broker's shared memory was set up, so a minute's figure is a
+ * difference and a restart shows as a drop.
+ */
+static const struct
+{
+	const char *key;
+	QueenCounter counter;
+}			queen_history_counters[] = {
+	{"pushRequests", QUEEN_COUNT_PUSH_REQUESTS},
+	{"pushMessages", QUEEN_COUNT_PUSH_MESSAGES},
+	{"popRequests", QUEEN_COUNT_POP_REQUESTS},
+	{"popMessages", QUEEN_COUNT_POP_MESSAGES},
+	{"popEmpty", QUEEN_COUNT_POP_EMPTY},
+	{"ackRequests", QUEEN_COUNT_ACK_REQUESTS},
+	{"ackMessages", QUEEN_COUNT_ACK_ITEMS},
+	{"ackSuccess", QUEEN_COUNT_ACK_ACKED},
+	{"ackFailed", QUEEN_COUNT_ACK_FAILED},
+	{"dlqCount", QUEEN_COUNT_DLQ_FILED},
+	{"transactions", QUEEN_COUNT_TXN_COMMITTED},
+	{"commits", QUEEN_COUNT_COMMITS},
+	{"dbErrors", QUEEN_COUNT_BUNDLE_FAILURES},
+	{"buffered", QUEEN_COUNT_SPOOL_WRITTEN},
+	{"lockTimeouts", QUEEN_COUNT_CONSUME_LOCK_TIMEOUTS},
+};
+
+void
+queen_metrics_history_json(StringInfo out)
+{
+	int			i;
+
+	appendStringInfoChar(out, '{');
+	for (i = 0; i < (int) lengthof(queen_history_counters); i++)
+		appendStringInfo(out, "%s\"%s\":" UINT64_FORMAT, i > 0 ? "," : "",
+						 queen_history_counters[i].key,
+						 queen_counter(queen_history_counters[i].counter));
+	appendStringInfo(out, ",\"parkedPops\":%.0f}", queen_gauge_parked());
+}
+
 /* The HELP and TYPE lines of a family; its samples follow. */
 void
 queen_metric(StringInfo out, const char *name, const char *type, const char *help)

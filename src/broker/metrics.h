@@ -104,6 +104,7 @@ extern void queen_metrics_shmem_init(void);
 
 extern void queen_metrics_render(StringInfo out);
 extern void queen_metrics_retention_swept(TimestampTz at);
+extern void queen_metrics_history_json(StringInfo out);
 extern TimestampTz queen_metrics_retention_last_sweep(void);
 extern void queen_metric(StringInfo out, const char *name, const char *type, const char *help);
 extern void queen_metric_label(StringInfo out, const char *name, const char *value);

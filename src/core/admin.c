@@ -89,6 +89,9 @@ static QueenAdminRow queen_admin_rows[QUEEN_ADMIN_NREQUESTS] = {
 		{"SELECT queen._api_message($1, $2::uuid, $3)::text", QUEEN_ADMIN_PARAMS},
 		"message not found"
 	},
+	[QUEEN_ADMIN_WORKER_METRICS] = {
+		{"SELECT queen._api_worker_metrics($10, $11)::text", QUEEN_ADMIN_PARAMS}, NULL
+	},
 	[QUEEN_ADMIN_MESSAGES] = {
 		{"SELECT queen._api_messages($1, $2, $3, $4, $7, $8)::text", QUEEN_ADMIN_PARAMS},
 		"queue not found"
@@ -381,4 +384,27 @@ queen_queue_stats_top(int limit, QueenQueueStatRow **rows, TimestampTz *refreshe
 	}
 	SPI_finish();
 	return n;
+}
+
+static QueenStmt queen_broker_history_stmt = {
+	"INSERT INTO queen.broker_history AS h (bucket, counters)"
+	" VALUES (date_trunc('minute', now()), $1::jsonb)"
+	" ON CONFLICT (bucket) DO UPDATE SET counters = EXCLUDED.counters",
+	1, {TEXTOID}, NULL
+};
+
+/*
+ * This minute's row of queen.broker_history: the broker's counters as a
+ * JSON object (metrics.c says which), the last in the minute winning.
+ */
+void
+queen_broker_history_record(const char *counters_json)
+{
+	Datum		values[1];
+
+	queen_spi_connect();
+	values[0] = CStringGetTextDatum(counters_json);
+	queen_stmt_run(&queen_broker_history_stmt, values, NULL, false, SPI_OK_INSERT,
+				   "broker history");
+	SPI_finish();
 }

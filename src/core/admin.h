@@ -28,6 +28,7 @@ typedef enum QueenAdminRequest
 	QUEEN_ADMIN_QUEUE_LAG,		/* queue; from, to */
 	QUEEN_ADMIN_RETENTION,		/* queue; from, to */
 	QUEEN_ADMIN_ANALYTICS,		/* queue, namespace, task; from, to */
+	QUEEN_ADMIN_WORKER_METRICS, /* from, to */
 	QUEEN_ADMIN_STATS_REFRESH,
 	QUEEN_ADMIN_SEEK,			/* group, queue, partition; to_end or from */
 	QUEEN_ADMIN_SUBSCRIPTION,	/* group; from */
@@ -78,6 +79,7 @@ typedef struct QueenQueueStatRow
 	int64		max_lag_seconds;
 } QueenQueueStatRow;
 
+extern void queen_broker_history_record(const char *counters_json);
 extern int	queen_queue_stats_top(int limit, QueenQueueStatRow **rows, TimestampTz *refreshed_at);
 
 /* admin_write.c */

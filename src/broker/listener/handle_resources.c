@@ -70,6 +70,7 @@ typedef struct QueenAdminRoute
 #define NEEDED(k, is)	{k, QUEEN_AT_QUERY, is, true}
 
 static const char *const q_none[] = {NULL};
+static const char *const q_range[] = {"from", "to", "hostname", "workerId", NULL};
 static const char *const q_page[] = {"limit", "offset", NULL};
 static const char *const q_queues[] = {"namespace", "task", "limit", "offset", "from", "to", NULL};
 static const char *const q_lagging[] = {"minLagSeconds", "limit", NULL};
@@ -124,6 +125,10 @@ const QueenAdminRoute queen_ar_analytics = {
 	.request = QUEEN_ADMIN_ANALYTICS, .flags = QUEEN_AR_RANGE, .query = q_analytics,
 	.text = {QUERY("queue", QUEEN_IS_NAME), QUERY("namespace", QUEEN_IS_NAME),
 	QUERY("task", QUEEN_IS_NAME)}, .range_seconds = 86400
+};
+const QueenAdminRoute queen_ar_worker_metrics = {
+	.request = QUEEN_ADMIN_WORKER_METRICS, .flags = QUEEN_AR_RANGE, .query = q_range,
+	.range_seconds = 3600
 };
 const QueenAdminRoute queen_ar_stats_refresh = {.request = QUEEN_ADMIN_STATS_REFRESH, .query = q_none};
 const QueenAdminRoute queen_ar_message = {

@@ -51,6 +51,7 @@
 #include "spool.h"
 #include "retention.h"
 #include "admin.h"
+#include "metrics.h"
 #include "worker.h"
 
 #include "miscadmin.h"
@@ -228,13 +229,22 @@ queen_stats_refresh_body(void *arg)
 	QueenAdminAnswer ans;
 	pg_uuid_t	none;
 
+	StringInfoData counters;
+
 	(void) arg;
 	memset(&a, 0, sizeof(a));
 	memset(&none, 0, sizeof(none));
 	queen_admin_run(QUEEN_ADMIN_STATS_REFRESH, &none, &a, &ans);
+	/* and the broker's own counters, for GET /api/v1/analytics/worker-metrics */
+	initStringInfo(&counters);
+	queen_metrics_history_json(&counters);
+	queen_broker_history_record(counters.data);
 }
 
-/* queen.stats_refresh() in a transaction of its own; a failure is logged and skipped. */
+/*
+ * queen.stats_refresh() and a row of the broker's history, in a transaction
+ * of its own; a failure is logged and skipped.
+ */
 static void
 queen_stats_refresh(void)
 {
