@@ -942,7 +942,8 @@ CREATE FUNCTION queen.retention_run(
 RETURNS TABLE (kind text, queue text, partition text, segments bigint, messages bigint,
 			   log_start bigint)
 AS 'MODULE_PATHNAME', 'queen_retention_run_sql'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE
+SET jit = off;
 
 ------------------------------------------------------------------------------
 -- Administration (docs/SQL.md "Administration", src/core/admin.c): who is
@@ -1043,10 +1044,13 @@ CREATE TABLE queen.broker_history (
 );
 
 -- Recompute both tables, every tenant, and this minute's history; one
--- refresh at a time (the others wait).  Plain reads of the log's bookkeeping: no push or pop waits for it.
+-- refresh at a time (the others wait).  JIT is off here and in the answers
+-- below: compiling their plans cost more than running them (1.45 s against
+-- 0.18 s for a refresh over 100,000 partitions).  Plain reads of the log's bookkeeping: no push or pop waits for it.
 CREATE FUNCTION queen.stats_refresh()
 RETURNS TABLE (queues bigint, groups bigint)
 LANGUAGE sql VOLATILE
+SET jit = off
 AS $$
 	SELECT pg_advisory_xact_lock(hashtext('queen.stats_refresh'));
 	DELETE FROM queen.queue_stats;
@@ -1164,6 +1168,7 @@ CREATE FUNCTION queen._api_queues(tenant uuid, namespace text, task text,
 								  page_limit integer, page_offset bigint)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	SELECT json_build_object(
 		'queues', coalesce((
@@ -1236,6 +1241,7 @@ $$;
 CREATE FUNCTION queen._api_queue(tenant uuid, queue text, page_limit integer, page_offset bigint)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	SELECT json_build_object(
 		'id', q.id, 'name', q.name, 'namespace', q.namespace, 'task', q.task,
@@ -1273,6 +1279,7 @@ $$;
 CREATE FUNCTION queen._api_overview(tenant uuid)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	SELECT json_build_object(
 		'queues', count(*), 'partitions', coalesce(sum(o.partitions), 0),
@@ -1295,6 +1302,7 @@ $$;
 CREATE FUNCTION queen._api_groupings(tenant uuid, by_task boolean)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	SELECT json_build_object(CASE WHEN $2 THEN 'tasks' ELSE 'namespaces' END,
 		coalesce(json_agg(json_build_object(
@@ -1314,6 +1322,7 @@ $$;
 CREATE FUNCTION queen._api_consumer_groups(tenant uuid)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	SELECT coalesce(json_agg(json_build_object(
 		'name', g.consumer_group, 'queueName', g.queue, 'topics', json_build_array(g.queue),
@@ -1333,6 +1342,7 @@ $$;
 CREATE FUNCTION queen._api_lagging(tenant uuid, min_lag integer, page_limit integer)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	SELECT coalesce(json_agg(json_build_object(
 		'consumer_group', x.consumer_group, 'queue_name', x.queue,
@@ -1354,6 +1364,7 @@ $$;
 CREATE FUNCTION queen._api_consumer_group(tenant uuid, consumer_group text, page_limit integer)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	SELECT json_object_agg(y.queue, y.j)
 	  FROM (SELECT x.queue, json_build_object(
@@ -1403,6 +1414,7 @@ RETURNS TABLE (bucket timestamptz, queue_name text, pushed bigint, consumed bigi
 			   pending bigint, leased bigint, dead_letters bigint, partitions bigint,
 			   max_lag_seconds bigint, bucket_minutes integer)
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	WITH w AS (SELECT queen._bucket_minutes($5, $6) AS m),
 	b AS (SELECT to_timestamp(floor(extract(epoch FROM h.bucket) / (w.m * 60)) * w.m * 60) AS bucket,
@@ -1436,6 +1448,7 @@ CREATE FUNCTION queen._api_status(tenant uuid, queue text, namespace text, task 
 								  from_time timestamptz, to_time timestamptz)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	WITH s AS (SELECT * FROM queen._series($1, $2, $3, $4, $5, $6)),
 	t AS (SELECT s.bucket, sum(s.pushed) AS pushed, sum(s.consumed) AS consumed,
@@ -1489,6 +1502,7 @@ CREATE FUNCTION queen._api_queue_ops(tenant uuid, queue text, from_time timestam
 									 to_time timestamptz)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	WITH s AS (SELECT * FROM queen._series($1, $2, NULL, NULL, $3, $4) s WHERE s.bucket >= $3)
 	SELECT json_build_object(
@@ -1510,6 +1524,7 @@ CREATE FUNCTION queen._api_queue_lag(tenant uuid, queue text, from_time timestam
 									 to_time timestamptz)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	SELECT coalesce(json_agg(json_build_object(
 		'queueName', s.queue_name, 'bucketTime', queen._ts(s.bucket),
@@ -1524,6 +1539,7 @@ CREATE FUNCTION queen._api_retention(tenant uuid, queue text, from_time timestam
 									 to_time timestamptz)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	WITH w AS (SELECT queen._bucket_minutes($3, $4) AS m),
 	s AS (SELECT to_timestamp(floor(extract(epoch FROM h.bucket) / (w.m * 60)) * w.m * 60) AS bucket,
@@ -1553,6 +1569,7 @@ CREATE FUNCTION queen._api_analytics(tenant uuid, queue text, namespace text, ta
 									 from_time timestamptz, to_time timestamptz)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	WITH s AS (SELECT s.bucket, sum(s.pushed) AS pushed, max(s.bucket_minutes) AS m
 				 FROM queen._series($1, $2, $3, $4, $5, $6) s WHERE s.bucket >= $5
@@ -1611,6 +1628,7 @@ $$;
 CREATE FUNCTION queen._api_message(tenant uuid, partition_id uuid, transaction_id text)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	SELECT json_build_object(
 		'id', m.message_id, 'transactionId', m.transaction_id, 'partitionId', p.id,
@@ -1650,6 +1668,7 @@ CREATE FUNCTION queen._api_messages(tenant uuid, queue text, partition text, sta
 									page_limit integer, page_offset bigint)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	WITH q AS (SELECT * FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $2),
 	p AS (SELECT p.* FROM queen.log_partitions p, q
@@ -1714,6 +1733,7 @@ LANGUAGE C VOLATILE;
 CREATE FUNCTION queen._api_worker_metrics(from_time timestamptz, to_time timestamptz)
 RETURNS json
 LANGUAGE sql STABLE
+SET jit = off
 AS $$
 	WITH w AS (SELECT queen._bucket_minutes($1, $2) AS m),
 	b AS (SELECT to_timestamp(floor(extract(epoch FROM h.bucket) / (w.m * 60)) * w.m * 60) AS bucket,

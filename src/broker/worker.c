@@ -353,6 +353,14 @@ queen_worker_connect(QueenWorkerSlot *slot)
 {
 	queen_dbwatch_await(slot);
 	BackgroundWorkerInitializeConnection(queen_database, NULL, 0);
+
+	/*
+	 * Every statement of the broker is short; JIT's compilation is not
+	 * (a few hundred milliseconds once a table's size makes a plan look
+	 * expensive, measured on a retention work list over 1,000,000
+	 * partitions), and a reload does not undo this.
+	 */
+	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*
