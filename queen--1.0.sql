@@ -979,8 +979,13 @@ COMMENT ON VIEW queen.consumer_group_partitions IS
 'The session''s partitions per consumer group with a cursor: committed offset, messages pending past it, messages leased now, the lease, and when the oldest pending message was pushed.';
 
 -- What queen.stats_refresh() last found, per queue and per (queue, group).
+-- No foreign keys on these four: an insert's key check would lock the queue
+-- row after the partition or stats rows its writer holds, against a queue's
+-- deletion, which locks the queue first.  The refresh rewrites the first two
+-- whole; the histories' rows of a deleted queue are never joined to a queue
+-- again and go with their age.
 CREATE TABLE queen.queue_stats (
-	queue_id			uuid PRIMARY KEY REFERENCES queen.queues (id) ON DELETE CASCADE,
+	queue_id			uuid PRIMARY KEY,
 	partitions			bigint NOT NULL,
 	messages			bigint NOT NULL,	-- retained now
 	pushed				bigint NOT NULL,	-- ever (offsets handed out)
@@ -991,7 +996,7 @@ CREATE TABLE queen.queue_stats (
 );
 
 CREATE TABLE queen.group_stats (
-	queue_id			uuid NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+	queue_id			uuid NOT NULL,
 	consumer_group		text NOT NULL,
 	partitions			bigint NOT NULL,	-- with a cursor of the group
 	partitions_pending	bigint NOT NULL,
@@ -1008,10 +1013,13 @@ CREATE TABLE queen.group_stats (
 
 -- A minute's figures per queue, kept by each refresh (the last in the
 -- minute wins): cumulative counts, so a minute's throughput is the
--- difference with the minute before.  queen.stats_history_days of them.
+-- difference with the bucket before.  A queue whose figures did not change
+-- since its last row gets none (an idle queue costs no row a minute; one
+-- with a backlog does, its wait growing).
+-- queen.stats_history_days of them.
 CREATE TABLE queen.stats_history (
 	bucket				timestamptz NOT NULL,
-	queue_id			uuid NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+	queue_id			uuid NOT NULL,
 	pushed				bigint NOT NULL,
 	consumed			bigint NOT NULL,	-- the most any group consumed, ever
 	messages			bigint NOT NULL,
@@ -1027,7 +1035,7 @@ CREATE INDEX idx_stats_history_queue ON queen.stats_history (queue_id, bucket);
 -- What retention removed, per minute, queue and rule (retention.c).
 CREATE TABLE queen.retention_history (
 	bucket				timestamptz NOT NULL,
-	queue_id			uuid NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,
+	queue_id			uuid NOT NULL,
 	rule				text NOT NULL
 		CHECK (rule IN ('retention', 'completed', 'max_wait')),
 	messages			bigint NOT NULL,
@@ -1088,6 +1096,14 @@ AS $$
 		SELECT max(x.consumed) AS consumed, max(x.pending) AS pending, sum(x.leased) AS leased,
 			   max(extract(epoch FROM now() - x.oldest_pending_at))::bigint AS max_lag
 		  FROM queen.group_stats x WHERE x.queue_id = s.queue_id) g ON true
+	  LEFT JOIN LATERAL (
+		SELECT l.* FROM queen.stats_history l WHERE l.queue_id = s.queue_id
+		 ORDER BY l.bucket DESC LIMIT 1) l ON true
+	 WHERE l.queue_id IS NULL OR l.bucket = date_trunc('minute', now())
+		OR (l.pushed, l.consumed, l.messages, l.pending, l.leased, l.dead_letters, l.partitions)
+		   IS DISTINCT FROM (s.pushed, coalesce(g.consumed, 0), s.messages, coalesce(g.pending, 0),
+							 coalesce(g.leased, 0)::bigint, s.dead_letters, s.partitions)
+		OR (coalesce(g.pending, 0) > 0 AND l.max_lag_seconds <> coalesce(g.max_lag, 0))
 	ON CONFLICT (bucket, queue_id) DO UPDATE
 	   SET pushed = EXCLUDED.pushed, consumed = EXCLUDED.consumed, messages = EXCLUDED.messages,
 		   pending = EXCLUDED.pending, leased = EXCLUDED.leased,
@@ -1105,12 +1121,14 @@ $$;
 -- Every tenant's queues as the last refresh saw them (the broker's routes
 -- read this with the request's tenant); queen.queues_overview is the
 -- session's.  pending is the most any of the queue's groups has not
--- acknowledged.
+-- acknowledged, waiting the most any has neither acknowledged nor leased,
+-- leased what all of them hold leased.
 CREATE VIEW queen._queues_overview AS
 SELECT q.tenant_id, q.id AS queue_id, q.name AS queue, q.namespace, q.task, q.created_at,
 	   coalesce(s.partitions, 0) AS partitions, coalesce(s.messages, 0) AS messages,
 	   coalesce(s.pushed, 0) AS pushed,
 	   coalesce(g.pending, 0) AS pending, coalesce(g.leased, 0)::bigint AS leased,
+	   coalesce(g.waiting, 0) AS waiting,
 	   coalesce(g.consumed, 0) AS consumed, coalesce(g.groups, 0) AS consumer_groups,
 	   coalesce(s.dead_letters, 0) AS dead_letters, s.oldest_message_at, s.last_write_at,
 	   coalesce(g.max_lag, 0) AS max_lag_seconds, s.refreshed_at
@@ -1118,6 +1136,7 @@ SELECT q.tenant_id, q.id AS queue_id, q.name AS queue, q.namespace, q.task, q.cr
   LEFT JOIN queen.queue_stats s ON s.queue_id = q.id
   LEFT JOIN LATERAL (
 	SELECT max(x.pending) AS pending, sum(x.leased) AS leased, max(x.consumed) AS consumed,
+		   max(GREATEST(x.pending - x.leased, 0)) AS waiting,
 		   count(*) FILTER (WHERE x.consumer_group <> '__QUEUE_MODE__') AS groups,
 		   max(GREATEST(extract(epoch FROM x.refreshed_at - x.oldest_pending_at), 0))::bigint AS max_lag
 	  FROM queen.group_stats x WHERE x.queue_id = q.id) g ON true;
@@ -1176,7 +1195,7 @@ AS $$
 				'id', o.queue_id, 'name', o.queue, 'namespace', o.namespace, 'task', o.task,
 				'createdAt', queen._ts(o.created_at), 'partitions', o.partitions,
 				'messages', json_build_object('total', o.messages,
-											  'pending', GREATEST(o.pending - o.leased, 0),
+											  'pending', o.waiting,
 											  'processing', o.leased, 'pushed', o.pushed,
 											  'deadLetter', o.dead_letters),
 				'consumerGroups', o.consumer_groups, 'maxLagSeconds', o.max_lag_seconds)
@@ -1222,14 +1241,16 @@ AS $$
 		'lastOffset', $1.last_offset, 'logStart', $1.log_start,
 		'messages', json_build_object(
 			'total', $1.last_offset - $1.log_start + 1,
-			'pending', GREATEST(coalesce(c.pending, $1.last_offset - $1.log_start + 1) - coalesce(c.leased, 0), 0),
+			'pending', coalesce(c.waiting, $1.last_offset - $1.log_start + 1),
 			'processing', coalesce(c.leased, 0),
 			'completed', GREATEST(coalesce(c.done, 0), 0),
 			'deadLetter', (SELECT count(*) FROM queen.log_dlq d WHERE d.partition_id = $1.id)),
 		'cursor', json_build_object('totalConsumed', coalesce(c.consumed, 0),
 									'consumerGroups', coalesce(c.groups, 0)),
 		'oldestMessage', queen._ts($1.oldest_live_at), 'lastWriteAt', queen._ts($1.last_write_at))
-	  FROM (SELECT max(GREATEST($1.last_offset - GREATEST(x.committed, $1.log_start - 1), 0)) AS pending,
+	  FROM (SELECT max(GREATEST($1.last_offset - GREATEST(x.committed, $1.log_start - 1)
+							 - CASE WHEN x.lease_expires_at > now() THEN x.batch_end - x.committed ELSE 0 END,
+							 0)) AS waiting,
 				   max(CASE WHEN x.lease_expires_at > now() THEN x.batch_end - x.committed ELSE 0 END) AS leased,
 				   min(x.committed - $1.log_start + 1) AS done,
 				   sum(x.total_consumed) AS consumed, count(*) AS groups
@@ -1287,7 +1308,7 @@ AS $$
 		'consumerGroups', coalesce(sum(o.consumer_groups), 0),
 		'messages', json_build_object(
 			'total', coalesce(sum(o.messages), 0),
-			'pending', coalesce(sum(GREATEST(o.pending - o.leased, 0)), 0),
+			'pending', coalesce(sum(o.waiting), 0),
 			'processing', coalesce(sum(o.leased), 0),
 			'pushed', coalesce(sum(o.pushed), 0),
 			'deadLetter', coalesce(sum(o.dead_letters), 0)),
@@ -1312,7 +1333,7 @@ AS $$
 			ORDER BY x.name), '[]'))
 	  FROM (SELECT CASE WHEN $2 THEN o.task ELSE o.namespace END AS name, count(*) AS queues,
 				   sum(o.partitions) AS partitions, sum(o.messages) AS messages,
-				   sum(GREATEST(o.pending - o.leased, 0)) AS pending
+				   sum(o.waiting) AS pending
 			  FROM queen._queues_overview o
 			 WHERE o.tenant_id = $1 AND CASE WHEN $2 THEN o.task ELSE o.namespace END <> ''
 			 GROUP BY 1) x
@@ -1470,11 +1491,11 @@ AS $$
 		'queues', coalesce((SELECT json_agg(json_build_object(
 				'id', o.queue_id, 'name', o.queue, 'namespace', o.namespace, 'task', o.task,
 				'partitions', o.partitions, 'totalConsumed', o.consumed,
-				'pending', GREATEST(o.pending - o.leased, 0), 'deadLetters', o.dead_letters)
+				'pending', o.waiting, 'deadLetters', o.dead_letters)
 				ORDER BY o.queue) FROM o), '[]'),
 		'messages', (SELECT json_build_object(
 				'total', coalesce(sum(o.messages), 0), 'pushed', coalesce(sum(o.pushed), 0),
-				'pending', coalesce(sum(GREATEST(o.pending - o.leased, 0)), 0),
+				'pending', coalesce(sum(o.waiting), 0),
 				'processing', coalesce(sum(o.leased), 0),
 				'completed', coalesce(sum(o.consumed), 0),
 				'deadLetter', coalesce(sum(o.dead_letters), 0)) FROM o),
@@ -1691,7 +1712,8 @@ AS $$
 $$;
 
 -- The SQL door's administration writes (src/sql/admin_sql.c), for the
--- session's tenant; each raises 42704 when what it names does not exist.
+-- session's tenant; seek, dlq_purge and dlq_replay raise 42704 when what
+-- they name does not exist, the others count what they changed.
 -- Move a consumer group's cursors on a queue (or one partition) to the end
 -- or to a moment, releasing its leases; the partitions moved.
 CREATE FUNCTION queen.seek(queue text, consumer_group text, to_end boolean DEFAULT false,

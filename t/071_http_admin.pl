@@ -247,7 +247,7 @@ sub metric_text
 	my $text = '';
 	wait_for(sub {
 		(undef, $text) = http_request($port, 'GET', '/metrics/prometheus');
-		return $text =~ /^queen_queue_messages\{.*queue="ad\.q"\} /m;
+		return $text =~ /^queen_queue_messages\{.*queue="ad\.q"\} 8$/m;
 	}, 30);
 	return $text;
 }

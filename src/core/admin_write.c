@@ -6,9 +6,10 @@
  *	  Each in the caller's transaction, for both doors (admin_sql.c, the
  *	  broker's administration operation).
  *
- * A seek locks the group's consumer rows on the queue in ascending
- * partition id (the global order, as an ack or a group's deletion does),
- * then writes every partition's cursor, creating the rows it lacks: the
+ * A seek locks the queue's partitions (FOR SHARE) and then the group's
+ * consumer rows on them, each in ascending partition id (the global order,
+ * as an ack or a group's deletion keeps it), then writes every partition's
+ * cursor, creating the rows it lacks: the
  * end is the partition's last offset, a moment is the offset before the
  * first segment created at or after it (never below the log's start).
  * Leases go with the old cursor, so an ack under one finds no lease; the
@@ -42,6 +43,7 @@ enum
 {
 	QUEEN_AW_QUEUE,
 	QUEEN_AW_PARTITION,
+	QUEEN_AW_SEEK_PARTITIONS,
 	QUEEN_AW_SEEK_LOCK,
 	QUEEN_AW_SEEK,
 	QUEEN_AW_SEEK_FLOOR,
@@ -63,6 +65,19 @@ static QueenStmt queen_admin_write_stmts[QUEEN_AW_N] = {
 	},
 	[QUEEN_AW_PARTITION] = {
 		"SELECT id FROM queen.log_partitions WHERE queue_id = $1 AND name = $2",
+		2, {UUIDOID, TEXTOID}, NULL
+	},
+	/*
+	 * The partitions first (FOR SHARE: a push or a retention step waits for
+	 * the seek, and the seek for them), then the group's cursors, both in
+	 * ascending partition id: the global order.  Retention, which reads the
+	 * lowest cursor under the partition row, cannot then remove what a
+	 * rewind makes pending again.
+	 */
+	[QUEEN_AW_SEEK_PARTITIONS] = {
+		"SELECT 1 FROM queen.log_partitions p"
+		" WHERE p.queue_id = $1 AND ($2::text IS NULL OR p.name = $2)"
+		" ORDER BY p.id FOR SHARE OF p",
 		2, {UUIDOID, TEXTOID}, NULL
 	},
 	[QUEEN_AW_SEEK_LOCK] = {
@@ -108,10 +123,12 @@ static QueenStmt queen_admin_write_stmts[QUEEN_AW_N] = {
 		" WHERE w.queue_id = q.id AND q.tenant_id = $1 AND w.consumer_group = $2",
 		2, {UUIDOID, TEXTOID}, NULL
 	},
+	/* rows locked in id order, as the dead letters' expiry locks them */
 	[QUEEN_AW_PURGE] = {
-		"DELETE FROM queen.log_dlq d USING queen.log_partitions p"
-		" WHERE p.id = d.partition_id AND p.queue_id = $1"
-		"   AND ($2::text IS NULL OR d.consumer_group = $2)",
+		"DELETE FROM queen.log_dlq WHERE id IN"
+		" (SELECT d.id FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id"
+		"   WHERE p.queue_id = $1 AND ($2::text IS NULL OR d.consumer_group = $2)"
+		"   ORDER BY d.id FOR UPDATE OF d)",
 		2, {UUIDOID, TEXTOID}, NULL
 	},
 	/* the dead letter's partition, locked as a push locks it */
@@ -202,6 +219,8 @@ queen_seek(const pg_uuid_t *tenant, const char *queue, const char *partition,
 	else
 		nulls[1] = 'n';
 	*found = true;
+	queen_stmt_run(&queen_admin_write_stmts[QUEEN_AW_SEEK_PARTITIONS], values, nulls, false,
+				   SPI_OK_SELECT, "seek partitions");
 	values[2] = CStringGetTextDatum(group);
 	queen_stmt_run(&queen_admin_write_stmts[QUEEN_AW_SEEK_LOCK], values, nulls, false,
 				   SPI_OK_SELECT, "seek lock");

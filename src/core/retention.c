@@ -54,6 +54,7 @@ enum
 	QUEEN_RT_DLQ_EXPIRE,
 	QUEEN_RT_IDLE_DUE,
 	QUEEN_RT_IDLE_LOCK,
+	QUEEN_RT_IDLE_CONSUMERS,
 	QUEEN_RT_IDLE_RUNS,
 	QUEEN_RT_IDLE_TXNS,
 	QUEEN_RT_IDLE_DELETE,
@@ -198,9 +199,11 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 	},
 
 	/* dead letters older than queen.dlq_retention, a bounded batch */
+	/* the oldest; those another transaction holds (a purge, a replay) are skipped, never waited for */
 	[QUEEN_RT_DLQ_EXPIRE] = {
 		"DELETE FROM queen.log_dlq WHERE id IN"
-		" (SELECT id FROM queen.log_dlq WHERE failed_at < $1 ORDER BY failed_at LIMIT $2)",
+		" (SELECT id FROM queen.log_dlq WHERE failed_at < $1 ORDER BY failed_at LIMIT $2"
+		"   FOR UPDATE SKIP LOCKED)",
 		2, {TIMESTAMPTZOID, INT8OID}, NULL
 	},
 
@@ -216,6 +219,11 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 		"SELECT 1 FROM queen.log_partitions p WHERE p.id = $2 AND " QUEEN_IDLE_DEAD
 		" FOR UPDATE OF p SKIP LOCKED",
 		2, {TIMESTAMPTZOID, UUIDOID}, NULL
+	},
+	/* its cursors (none leased, none recent) before the leaves: the global order */
+	[QUEEN_RT_IDLE_CONSUMERS] = {
+		"DELETE FROM queen.log_consumers WHERE partition_id = $1",
+		1, {UUIDOID}, NULL
 	},
 	[QUEEN_RT_IDLE_RUNS] = {
 		"DELETE FROM queen.log_dedup WHERE partition_id = $1",
@@ -235,7 +243,6 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 		"        segments = h.segments + EXCLUDED.segments",
 		4, {UUIDOID, TEXTOID, INT8OID, INT8OID}, NULL
 	},
-	/* its consumer rows cascade */
 	[QUEEN_RT_IDLE_DELETE] = {
 		"DELETE FROM queen.log_partitions WHERE id = $1",
 		1, {UUIDOID}, NULL
@@ -466,9 +473,9 @@ queen_idle_partitions_due(TimestampTz cutoff, int limit, QueenRetentionDue **due
 
 /*
  * Remove one idle partition if it is still dead and nobody holds its row
- * (a push that holds it is writing to it); true when it went.  Its consumer
- * rows cascade; its hash rows and runs (none, when dead: the purge took
- * them) go explicitly, since they have no foreign key.  A later push to
+ * (a push that holds it is writing to it); true when it went.  Its cursors
+ * go first, then its hash rows and runs (none, when dead: the purge took
+ * them), which have no foreign key, then the row: the global order.  A later push to
  * the name creates a new partition with a new id, offsets from 0, as in
  * Queen; processes that cached the old id find no row and provision.
  */
@@ -487,6 +494,8 @@ queen_idle_partition_remove(const pg_uuid_t *partition, TimestampTz cutoff)
 		return false;
 	}
 	values[0] = UUIDPGetDatum(partition);
+	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_IDLE_CONSUMERS], values, NULL, false,
+				   SPI_OK_DELETE, "idle partition cursors");
 	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_IDLE_RUNS], values, NULL, false,
 				   SPI_OK_DELETE, "idle partition runs");
 	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_IDLE_TXNS], values, NULL, false,

@@ -58,7 +58,7 @@ typedef struct QueenAdminRoute
 	QueenAdminText text[QUEEN_ADMIN_TEXTS];
 	int32		default_limit;
 	int32		max_limit;
-	int64		max_offset;		/* 0: any */
+	int64		max_offset;		/* 0: any; a browse reads limit + offset of each partition */
 	int32		range_seconds;	/* the default range: this long before now */
 	const char *number;			/* an integer parameter, or NULL */
 	int32		number_default;
@@ -138,12 +138,12 @@ const QueenAdminRoute queen_ar_message = {
 const QueenAdminRoute queen_ar_messages = {
 	.request = QUEEN_ADMIN_MESSAGES, .flags = QUEEN_AR_PAGE, .query = q_messages,
 	.text = {NEEDED("queue", QUEEN_IS_NAME), QUERY("partition", QUEEN_IS_NAME),
-	QUERY("status", QUEEN_IS_STATUS)}, .default_limit = 50, .max_limit = 1000, .max_offset = 100000
+	QUERY("status", QUEEN_IS_STATUS)}, .default_limit = 50, .max_limit = 1000, .max_offset = 9000
 };
 const QueenAdminRoute queen_ar_queue_messages = {
 	.request = QUEEN_ADMIN_MESSAGES, .flags = QUEEN_AR_PAGE, .query = q_queue_messages,
 	.text = {PATH("queue", QUEEN_IS_NAME), QUERY("partition", QUEEN_IS_NAME),
-	QUERY("status", QUEEN_IS_STATUS)}, .default_limit = 50, .max_limit = 1000, .max_offset = 100000
+	QUERY("status", QUEEN_IS_STATUS)}, .default_limit = 50, .max_limit = 1000, .max_offset = 9000
 };
 const QueenAdminRoute queen_ar_message_forget = {
 	.request = QUEEN_ADMIN_MESSAGE_FORGET, .query = q_none,
