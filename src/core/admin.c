@@ -13,7 +13,9 @@
  * parameters ($1 the tenant, $2 to $6 the texts, $7 limit, $8 offset, $9
  * a number, $10 from, $11 to, $12 a flag) and uses those it needs, so a
  * new read is a row.  A write calls its core function (admin_write.c) and
- * renders what it did here.
+ * renders what it did here.  Also here: the offset of a message by its
+ * transactionId's hash, the deepest queues for /metrics, and the broker's
+ * minute of counters (queen.broker_history).
  *
  *-------------------------------------------------------------------------
  */
