@@ -5,7 +5,8 @@
 
 EXTENSION = queen
 MODULE_big = queen
-DATA = queen--1.0.sql
+# the install script is made from schema/*.sql, by concern, in file-name order
+DATA_built = queen--1.0.sql
 PGFILEDESC = "queen - partitioned, ordered, durable message queue"
 
 # Two doors over one core (docs/ARCHITECTURE.md, "Source map"):
@@ -45,6 +46,9 @@ ISOLATION_OPTS = --load-extension=queen
 include $(PGXS)
 
 src/broker/%.o src/broker/%.bc: override CPPFLAGS += -I$(srcdir)/src/broker
+
+queen--1.0.sql: $(sort $(wildcard $(srcdir)/schema/*.sql))
+	cat $^ > $@
 
 # Every object depends on every header: few enough that precision is not
 # worth a missed rebuild.

@@ -6,7 +6,7 @@
  *	  routes run, in the caller's transaction, answered as JSON in Queen's
  *	  shapes.
  *
- * A read is one call of a SQL function of queen--1.0.sql (queen._api_*),
+ * A read is one call of a SQL function of schema/4_answers.sql (queen._api_*),
  * plain SQL over the stats tables and the log's bookkeeping, so a DBA can
  * call the same function and get the same answer; NULL from it means the
  * thing asked about does not exist.  Every statement takes the same
