@@ -114,7 +114,7 @@ queen_maintenance_load(void)
 
 /* Write maintenance.state durably (temporary file, fsync, rename). */
 static bool
-queen_maintenance_save(bool on, bool setting, char **why)
+queen_maintenance_write(bool on, bool setting, bool pop, char **why)
 {
 	char	   *path = queen_spool_path(QUEEN_STATE_FILE);
 	char	   *tmp = psprintf("%s.%d", path, MyProcPid);
@@ -130,7 +130,7 @@ queen_maintenance_save(bool on, bool setting, char **why)
 		return false;
 	}
 	ok = fprintf(f, "enabled=%d setting=%d pop=%d\n", on ? 1 : 0, setting ? 1 : 0,
-				 queen_pop_maintenance_on() ? 1 : 0) > 0 &&
+				 pop ? 1 : 0) > 0 &&
 		fflush(f) == 0 && pg_fsync(fileno(f)) == 0;
 	if (FreeFile(f) != 0)
 		ok = false;
@@ -141,6 +141,32 @@ queen_maintenance_save(bool on, bool setting, char **why)
 		return false;
 	}
 	return queen_spool_sync_dir(queen_spool_directory, why);
+}
+
+/*
+ * Save the flags as they are now.  Two listeners may change the two flags
+ * at once and rename their files in either order, so a saver looks again
+ * after its rename and writes once more if a flag moved meanwhile: the
+ * last file renamed then holds the flags as the last change left them.
+ * on and setting are the caller's (queen.maintenance_mode's change has
+ * not reached the shared flag when the setting is recorded).
+ */
+static bool
+queen_maintenance_save(bool on, bool setting, char **why)
+{
+	int			tries;
+
+	for (tries = 0; tries < 3; tries++)
+	{
+		bool		pop = queen_pop_maintenance_on();
+
+		if (!queen_maintenance_write(on, setting, pop, why))
+			return false;
+		if (queen_maintenance_on() == on && queen_pop_maintenance_on() == pop)
+			return true;
+		on = queen_maintenance_on();
+	}
+	return true;
 }
 
 /*
