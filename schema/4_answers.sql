@@ -607,7 +607,7 @@ AS $$
 						  - coalesce((lag(b.c) OVER (ORDER BY b.bucket)->>k.key)::bigint,
 									 (b.c->>k.key)::bigint), 0) AS n
 			FROM b CROSS JOIN LATERAL jsonb_object_keys(b.c) k(key)
-		   WHERE k.key <> 'parkedPops'),
+		   WHERE k.key NOT IN ('parkedPops', 'processes', 'rssBytes', 'cpuUserUs', 'cpuSystemUs')),
 	t AS (SELECT d.bucket, jsonb_object_agg(d.key, d.n) AS c FROM d GROUP BY d.bucket)
 	SELECT json_build_object(
 		'timeRange', json_build_object('from', queen._ts($1), 'to', queen._ts($2)),
@@ -629,4 +629,54 @@ AS $$
 				ORDER BY t.bucket DESC)
 			  FROM t WHERE t.bucket >= $1), '[]'),
 		'summary', (SELECT h.counters FROM queen.broker_history h ORDER BY h.bucket DESC LIMIT 1))
+$$;
+
+-- GET /api/v1/analytics/system-metrics: the broker's processes per bucket,
+-- one replica (this cluster): CPU microseconds used per second of the
+-- bucket (1,000,000 is one core), resident memory at its end, in Queen's
+-- {avg, min, max, last} leaves (all the bucket's one figure).
+CREATE FUNCTION queen._api_system_metrics(from_time timestamptz, to_time timestamptz)
+RETURNS json
+LANGUAGE sql STABLE
+SET jit = off
+AS $$
+	WITH w AS (SELECT queen._bucket_minutes($1, $2) AS m),
+	b AS (SELECT to_timestamp(floor(extract(epoch FROM h.bucket) / (w.m * 60)) * w.m * 60) AS bucket,
+				 (array_agg(h.counters ORDER BY h.bucket DESC))[1] AS c, count(*) AS samples
+			FROM queen.broker_history h, w
+		   WHERE h.bucket >= $1 - make_interval(mins => w.m) AND h.bucket <= $2
+		   GROUP BY 1),
+	d AS (SELECT b.bucket, b.samples, b.c,
+				 round(GREATEST((b.c->>'cpuUserUs')::numeric
+								- coalesce((lag(b.c) OVER o->>'cpuUserUs')::numeric,
+										   (b.c->>'cpuUserUs')::numeric), 0)
+					   / ((SELECT m FROM w) * 60)) AS user_us,
+				 round(GREATEST((b.c->>'cpuSystemUs')::numeric
+								- coalesce((lag(b.c) OVER o->>'cpuSystemUs')::numeric,
+										   (b.c->>'cpuSystemUs')::numeric), 0)
+					   / ((SELECT m FROM w) * 60)) AS system_us
+			FROM b WINDOW o AS (ORDER BY b.bucket)),
+	l AS (SELECT d.*, json_build_object('avg', d.user_us, 'min', d.user_us, 'max', d.user_us,
+										'last', d.user_us) AS u,
+				 json_build_object('avg', d.system_us, 'min', d.system_us, 'max', d.system_us,
+								   'last', d.system_us) AS s,
+				 json_build_object('avg', d.c->'rssBytes', 'min', d.c->'rssBytes',
+								   'max', d.c->'rssBytes', 'last', d.c->'rssBytes') AS r
+			FROM d WHERE d.bucket >= $1)
+	SELECT json_build_object(
+		'timeRange', json_build_object('from', queen._ts($1), 'to', queen._ts($2)),
+		'replicas', json_build_array(json_build_object(
+			'hostname', coalesce(nullif(current_setting('cluster_name', true), ''), 'postgres'),
+			'port', nullif(current_setting('queen.http_port', true), '')::integer,
+			'workerId', '0',
+			'timeSeries', coalesce((SELECT json_agg(json_build_object(
+					'timestamp', queen._ts(l.bucket), 'sampleCount', l.samples,
+					'metrics', json_build_object(
+						'cpu', json_build_object('user_us', l.u, 'system_us', l.s),
+						'memory', json_build_object('rss_bytes', l.r),
+						'processes', l.c->'processes'))
+					ORDER BY l.bucket) FROM l), '[]'))),
+		'replicaCount', 1,
+		'bucketMinutes', (SELECT m FROM w),
+		'pointCount', (SELECT count(*) FROM l))
 $$;

@@ -189,6 +189,13 @@ ok(wait_for(sub {
 }, 30), 'worker-metrics: five more messages pushed are counted');
 ($s) = get('/api/v1/analytics/worker-metrics?from=later');
 is($s, 400, 'worker-metrics: a bad from');
+my $sm;
+ok(wait_for(sub {
+	(undef, $sm) = get('/api/v1/analytics/system-metrics');
+	my $ts = $sm && $sm->{replicas} ? $sm->{replicas}[0]{timeSeries} : undef;
+	return $ts && @$ts && $ts->[-1]{metrics}{memory}{rss_bytes}{last} > 0
+	  && $ts->[-1]{metrics}{processes} >= 3;
+}, 30), 'system-metrics: the broker\'s processes, their memory');
 
 # ---- 404s and 400s ------------------------------------------------------------------
 my $zero = '00000000-0000-0000-0000-000000000000';

@@ -22,6 +22,8 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "broker.h"
 #include "log_read.h"
 #include "maintenance/spool.h"
@@ -382,6 +384,73 @@ static const QueenMetricDef queen_metric_defs[] = {
 	QUEEN_FAMILY(queen_shards_render),
 };
 
+/* CPU (user, system, in clock ticks) and resident pages of one process, from /proc. */
+static bool
+queen_process_usage(int pid, uint64 *utime, uint64 *stime, uint64 *rss_pages)
+{
+	char		path[64];
+	char		buf[1024];
+	FILE	   *f;
+	size_t		n;
+	char	   *p;
+	unsigned long long ut,
+				st;
+	unsigned long long size,
+				resident;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* the command may hold spaces and parentheses: fields count from the last ')' */
+	if ((p = strrchr(buf, ')')) == NULL ||
+		sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/statm", pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return false;
+	if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	*utime += ut;
+	*stime += st;
+	*rss_pages += resident;
+	return true;
+}
+
+/*
+ * The broker's processes together, for GET /api/v1/analytics/system-metrics:
+ * CPU used (microseconds, since each started) and resident memory now.
+ */
+static void
+queen_metrics_process_json(StringInfo out)
+{
+	uint64		ut = 0,
+				st = 0,
+				pages = 0;
+	int			n = 0;
+	int			i;
+	long		hz = sysconf(_SC_CLK_TCK);
+	long		page = sysconf(_SC_PAGESIZE);
+
+	for (i = 0; i < queen_broker->nlisteners; i++)
+		n += queen_broker->listeners[i].pid > 0 &&
+			queen_process_usage(queen_broker->listeners[i].pid, &ut, &st, &pages);
+	for (i = 0; i < queen_broker->nshards; i++)
+		n += queen_broker->shards[i].pid > 0 &&
+			queen_process_usage(queen_broker->shards[i].pid, &ut, &st, &pages);
+	n += queen_broker->maintenance.pid > 0 &&
+		queen_process_usage(queen_broker->maintenance.pid, &ut, &st, &pages);
+	if (hz <= 0)
+		hz = 100;
+	appendStringInfo(out, "\"processes\":%d,\"cpuUserUs\":" UINT64_FORMAT
+					 ",\"cpuSystemUs\":" UINT64_FORMAT ",\"rssBytes\":" UINT64_FORMAT,
+					 n, ut * (uint64) (1000000 / hz), st * (uint64) (1000000 / hz),
+					 pages * (uint64) (page > 0 ? page : 4096));
+}
+
 /*
  * The counters the broker's history keeps (queen.broker_history, a row a
  * minute written by the maintenance worker), as a JSON object: cumulative
@@ -420,7 +489,9 @@ queen_metrics_history_json(StringInfo out)
 		appendStringInfo(out, "%s\"%s\":" UINT64_FORMAT, i > 0 ? "," : "",
 						 queen_history_counters[i].key,
 						 queen_counter(queen_history_counters[i].counter));
-	appendStringInfo(out, ",\"parkedPops\":%.0f}", queen_gauge_parked());
+	appendStringInfo(out, ",\"parkedPops\":%.0f,", queen_gauge_parked());
+	queen_metrics_process_json(out);
+	appendStringInfoChar(out, '}');
 }
 
 /* The HELP and TYPE lines of a family; its samples follow. */

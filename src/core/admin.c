@@ -94,6 +94,9 @@ static QueenAdminRow queen_admin_rows[QUEEN_ADMIN_NREQUESTS] = {
 	[QUEEN_ADMIN_WORKER_METRICS] = {
 		{"SELECT queen._api_worker_metrics($10, $11)::text", QUEEN_ADMIN_PARAMS}, NULL
 	},
+	[QUEEN_ADMIN_SYSTEM_METRICS] = {
+		{"SELECT queen._api_system_metrics($10, $11)::text", QUEEN_ADMIN_PARAMS}, NULL
+	},
 	[QUEEN_ADMIN_MESSAGES] = {
 		{"SELECT queen._api_messages($1, $2, $3, $4, $7, $8)::text", QUEEN_ADMIN_PARAMS},
 		"queue not found"

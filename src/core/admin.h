@@ -29,6 +29,7 @@ typedef enum QueenAdminRequest
 	QUEEN_ADMIN_RETENTION,		/* queue; from, to */
 	QUEEN_ADMIN_ANALYTICS,		/* queue, namespace, task; from, to */
 	QUEEN_ADMIN_WORKER_METRICS, /* from, to */
+	QUEEN_ADMIN_SYSTEM_METRICS, /* from, to */
 	QUEEN_ADMIN_STATS_REFRESH,
 	QUEEN_ADMIN_SEEK,			/* group, queue, partition; to_end or from */
 	QUEEN_ADMIN_SUBSCRIPTION,	/* group; from */

@@ -130,6 +130,10 @@ const QueenAdminRoute queen_ar_worker_metrics = {
 	.request = QUEEN_ADMIN_WORKER_METRICS, .flags = QUEEN_AR_RANGE, .query = q_range,
 	.range_seconds = 3600
 };
+const QueenAdminRoute queen_ar_system_metrics = {
+	.request = QUEEN_ADMIN_SYSTEM_METRICS, .flags = QUEEN_AR_RANGE, .query = q_range,
+	.range_seconds = 3600
+};
 const QueenAdminRoute queen_ar_stats_refresh = {.request = QUEEN_ADMIN_STATS_REFRESH, .query = q_none};
 const QueenAdminRoute queen_ar_message = {
 	.request = QUEEN_ADMIN_MESSAGE, .query = q_none,

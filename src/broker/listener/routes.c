@@ -34,7 +34,7 @@ extern const struct QueenAdminRoute queen_ar_queues, queen_ar_queue, queen_ar_ov
 			queen_ar_retention, queen_ar_analytics, queen_ar_stats_refresh, queen_ar_message,
 			queen_ar_messages, queen_ar_queue_messages, queen_ar_message_forget,
 			queen_ar_message_retry, queen_ar_dlq_purge, queen_ar_dlq_replay, queen_ar_seek,
-			queen_ar_subscription, queen_ar_worker_metrics;
+			queen_ar_subscription, queen_ar_worker_metrics, queen_ar_system_metrics;
 
 #define ADMIN(method, pattern, spec) \
 	{QUEEN_METHOD(method), pattern, queen_handle_admin, QUEEN_ROUTE_SHARD, &(spec)}
@@ -100,6 +100,7 @@ static const QueenRoute queen_routes[] = {
 	ADMIN(HTTP_GET, "/api/v1/analytics/queue-lag", queen_ar_queue_lag),
 	ADMIN(HTTP_GET, "/api/v1/analytics/retention", queen_ar_retention),
 	ADMIN(HTTP_GET, "/api/v1/analytics/worker-metrics", queen_ar_worker_metrics),
+	ADMIN(HTTP_GET, "/api/v1/analytics/system-metrics", queen_ar_system_metrics),
 	ADMIN(HTTP_POST, "/api/v1/stats/refresh", queen_ar_stats_refresh),
 	ADMIN(HTTP_GET, "/api/v1/consumer-groups", queen_ar_groups),
 	ADMIN(HTTP_GET, "/api/v1/consumer-groups/lagging", queen_ar_lagging),
