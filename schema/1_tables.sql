@@ -1,6 +1,7 @@
 /*
  * queen--1.0.sql: the storage schema and the SQL surface of Queen for PostgreSQL,
- * made by the Makefile from schema/*.sql in order (this part: the tables).
+ * made by the Makefile from the .sql files under schema/, in order (this part:
+ * the tables).
  *
  * Tables follow docs/ARCHITECTURE.md ("Storage"); every function on the push and
  * read paths is C (src/), so nothing here runs PL/pgSQL or parses JSON per message.
