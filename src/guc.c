@@ -95,11 +95,31 @@ static pg_uuid_t queen_tenant_value;
  */
 static char *queen_tenant_refused = NULL;
 
+/*
+ * A check hook's parsed value as its extra: the GUC machinery frees extra
+ * with free(), so it must come from malloc.  False (out of memory) after
+ * saying so.
+ */
+static bool
+queen_guc_extra(const void *value, Size size, void **extra)
+{
+	void	   *copy = malloc(size);
+
+	if (copy == NULL)
+	{
+		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
+		GUC_check_errmsg("out of memory");
+		return false;
+	}
+	memcpy(copy, value, size);
+	*extra = copy;
+	return true;
+}
+
 static bool
 queen_tenant_check(char **newval, void **extra, GucSource source)
 {
 	pg_uuid_t	parsed;
-	pg_uuid_t  *copy;
 
 	(void) source;
 	if (*newval == NULL || !queen_uuid_parse(*newval, &parsed))
@@ -108,17 +128,7 @@ queen_tenant_check(char **newval, void **extra, GucSource source)
 							QUEEN_DEFAULT_TENANT);
 		return false;
 	}
-	/* the GUC machinery frees extra with free(), so it must come from malloc */
-	copy = (pg_uuid_t *) malloc(sizeof(pg_uuid_t));
-	if (copy == NULL)
-	{
-		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
-		GUC_check_errmsg("out of memory");
-		return false;
-	}
-	*copy = parsed;
-	*extra = copy;
-	return true;
+	return queen_guc_extra(&parsed, sizeof(parsed), extra);
 }
 
 static void
@@ -266,7 +276,6 @@ queen_phases_check(char **newval, void **extra, GucSource source)
 	List	   *names;
 	ListCell   *lc;
 	int			bits = 0;
-	int		   *copy;
 
 	(void) source;
 	raw = pstrdup(*newval);
@@ -291,16 +300,7 @@ queen_phases_check(char **newval, void **extra, GucSource source)
 		}
 		bits |= queen_phase_names[i].bit;
 	}
-	copy = (int *) malloc(sizeof(int));
-	if (copy == NULL)
-	{
-		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);
-		GUC_check_errmsg("out of memory");
-		return false;
-	}
-	*copy = bits;
-	*extra = copy;
-	return true;
+	return queen_guc_extra(&bits, sizeof(bits), extra);
 }
 
 static void

@@ -452,16 +452,8 @@ queen_txns_purge_step(const pg_uuid_t *partition, TimestampTz cutoff, int max_ro
 int64
 queen_dlq_expire(TimestampTz before, int limit)
 {
-	Datum		values[2];
-	int64		removed;
-
-	queen_spi_connect();
-	values[0] = TimestampTzGetDatum(before);
-	values[1] = Int64GetDatum((int64) limit);
-	removed = queen_stmt_run(&queen_retention_stmts[QUEEN_RT_DLQ_EXPIRE], values, NULL, false,
-							 SPI_OK_DELETE, "dead-letter expiry");
-	SPI_finish();
-	return removed;
+	return queen_stmt_expire(&queen_retention_stmts[QUEEN_RT_DLQ_EXPIRE], before, limit,
+							 "dead-letter expiry");
 }
 
 /* The partitions idle since cutoff with nothing to keep (all_cutoff: cutoff). */

@@ -414,3 +414,21 @@ queen_spi_copy_rows(const uint16 *offsets, int ncols, Size size, MemoryContext c
 	*n = (int) SPI_processed;
 	return rows;
 }
+
+/*
+ * One bounded batch of an expiry: stmt deletes at most $2 rows older than
+ * $1 (dead letters, traces); how many went.  In its own SPI connection.
+ */
+int64
+queen_stmt_expire(QueenStmt *stmt, TimestampTz before, int limit, const char *what)
+{
+	Datum		values[2];
+	int64		removed;
+
+	queen_spi_connect();
+	values[0] = TimestampTzGetDatum(before);
+	values[1] = Int64GetDatum((int64) limit);
+	removed = queen_stmt_run(stmt, values, NULL, false, SPI_OK_DELETE, what);
+	SPI_finish();
+	return removed;
+}

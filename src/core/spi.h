@@ -49,6 +49,9 @@ typedef struct QueenStmt
 extern int	queen_stmt_run(QueenStmt *stmt, Datum *values, const char *nulls, bool read_only,
 						   int expected, const char *what);
 
+extern int64 queen_stmt_expire(QueenStmt *stmt, TimestampTz before, int limit,
+							   const char *what);
+
 extern Oid	queen_table_oid(const char *name);
 extern void queen_table_changed(const char *table) pg_attribute_noreturn();
 extern void queen_table_attnums(Oid relid, const char *table, const char *const *columns,

@@ -236,14 +236,5 @@ queen_trace_names(const pg_uuid_t *tenant, int limit, int64 offset, QueenTraceNa
 int64
 queen_traces_expire(TimestampTz before, int limit)
 {
-	Datum		values[2];
-	int64		removed;
-
-	queen_spi_connect();
-	values[0] = TimestampTzGetDatum(before);
-	values[1] = Int64GetDatum((int64) limit);
-	removed = queen_stmt_run(&queen_trace_stmts[QUEEN_TR_EXPIRE], values, NULL, false,
-							 SPI_OK_DELETE, "trace expiry");
-	SPI_finish();
-	return removed;
+	return queen_stmt_expire(&queen_trace_stmts[QUEEN_TR_EXPIRE], before, limit, "trace expiry");
 }
