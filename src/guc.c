@@ -24,6 +24,7 @@
 
 #include "queen.h"
 #include "codec.h"
+#include "crypto.h"
 #include "broker/broker.h"
 
 #include "miscadmin.h"
@@ -141,6 +142,14 @@ queen_tenant_assign(const char *newval, void *extra)
 	queen_tenant_refused = NULL;
 }
 
+static void
+queen_keys_assign(const char *newval, void *extra)
+{
+	(void) newval;
+	(void) extra;
+	queen_crypto_keys_changed();
+}
+
 /* The tenant this session pushes and reads as. */
 void
 queen_session_tenant(pg_uuid_t *out)
@@ -215,6 +224,36 @@ queen_define_core_gucs(void)
 
 	if (tenant_set_before != NULL && strcmp(tenant_set_before, queen_tenant_setting) != 0)
 		queen_tenant_refused = MemoryContextStrdup(TopMemoryContext, tenant_set_before);
+
+	/*
+	 * The keys: read in every process that seals or opens (pushes, pops,
+	 * reads, the spool), shown to superusers only.  A superuser may SET
+	 * them for a session (the tests do); everyone else uses the server's.
+	 */
+	DefineCustomStringVariable("queen.encryption_key",
+							   "Key that seals the payloads of encrypted queues (encryptionEnabled).",
+							   "64 hexadecimal characters: an AES-256 key. Without a usable key pushes to encrypted queues are refused.",
+							   &queen_encryption_key_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_keys_assign, NULL);
+	DefineCustomStringVariable("queen.encryption_key_previous",
+							   "The key before the last rotation: it opens what it sealed, and seals nothing.",
+							   "64 hexadecimal characters, or empty.",
+							   &queen_encryption_key_previous_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_keys_assign, NULL);
+	DefineCustomStringVariable("queen.encryption_key_file",
+							   "File holding the encryption key, used when queen.encryption_key is empty.",
+							   "Relative to the data directory. The key on its first line, the previous key on an optional second; only its owner may read it.",
+							   &queen_encryption_key_file_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_keys_assign, NULL);
 
 	DefineCustomIntVariable("queen.pop_max_bytes",
 							"Most a pop delivers at once, in bytes of messages and their keys.",

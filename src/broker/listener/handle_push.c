@@ -20,6 +20,7 @@
 
 #include "listener.h"
 #include "codec.h"
+#include "crypto.h"
 #include "bundle.h"
 #include "routes.h"
 #include "wire.h"
@@ -71,7 +72,10 @@ queen_push_render(QueenPending *p)
 		if (r->leader[i] >= 0)
 		{
 			/* a follower copies its leader's final id, as a duplicate */
-			status = r->status[r->leader[i]] ? QUEEN_VERDICT_DUPLICATE : QUEEN_VERDICT_FAILED;
+			status = r->status[r->leader[i]];
+			status = (status == QUEEN_VERDICT_QUEUED || status == QUEEN_VERDICT_DUPLICATE ||
+					  status == QUEEN_VERDICT_BUFFERED) ?
+				QUEEN_VERDICT_DUPLICATE : status ? status : QUEEN_VERDICT_FAILED;
 			id = &r->ids[r->leader[i]];
 		}
 		else
@@ -90,7 +94,16 @@ queen_push_render(QueenPending *p)
 		escape_json(&buf, r->txns[i]);
 		appendStringInfoString(&buf, ",\"queueName\":");
 		escape_json(&buf, r->items[i].queue);
-		appendStringInfo(&buf, ",\"status\":\"%s\"}", word);
+		appendStringInfo(&buf, ",\"status\":\"%s\"", word);
+		if (status == QUEEN_VERDICT_REFUSED)
+		{
+			const char *problem = queen_crypto_problem();
+
+			appendStringInfoString(&buf, ",\"error\":");
+			escape_json(&buf, psprintf("queue is encrypted and its messages cannot be sealed: %s",
+									   problem ? problem : "the key was not usable when the push was stored"));
+		}
+		appendStringInfoChar(&buf, '}');
 	}
 	appendStringInfoChar(&buf, ']');
 	MemoryContextSwitchTo(old);
