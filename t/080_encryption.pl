@@ -155,6 +155,44 @@ $node->restart;
 wait_healthy($port, 60);
 like(slurp_file($node->logfile), qr/WARNING:.*queen\.encryption_key is not 64 hexadecimal characters/,
 	'a bad key is logged at start');
+
+# the key from a file under the data directory, which only its owner may read
+my $keyfile = $node->data_dir . '/queen.key';
+open(my $kf, '>', $keyfile) or die "$keyfile: $!";
+print $kf "$key\n";
+close $kf;
+chmod 0644, $keyfile;
+$node->safe_psql('postgres', "ALTER SYSTEM SET queen.encryption_key = ''");
+$node->safe_psql('postgres', "ALTER SYSTEM SET queen.encryption_key_file = 'queen.key'");
+$node->reload;
+($refused, $probe) = (undef, 0);
+wait_for(
+	sub {
+		$probe++;
+		my ($ks, $kr) = push_items($port, { queue => 'enc', partition => 'f', transactionId => "f$probe", payload => { card => 'FILE' } });
+		$refused = $kr->[0] if $ks == 201 && $kr->[0]{status} eq 'failed' && ($kr->[0]{error} // '') =~ /readable by others/;
+		return defined $refused;
+	},
+	60);
+ok(defined $refused, 'a key file others can read is refused, and the answer says so');
+chmod 0600, $keyfile;
+my $stored;
+wait_for(
+	sub {
+		$probe++;
+		my ($ks, $kr) = push_items($port, { queue => 'enc', partition => 'f', transactionId => "f$probe", payload => { card => 'FILE' } });
+		$stored = "f$probe" if $ks == 201 && $kr->[0]{status} eq 'queued';
+		return defined $stored;
+	},
+	60);
+ok(defined $stored, 'with the file made private its key seals');
+# a file's mode is checked when the keys are read: after a reload
+is($node->safe_psql('postgres', qq{
+	SET queen.encryption_key_file = 'queen.key';
+	SELECT payload->>'card' FROM queen.read('enc', 'f', 0, 1000) WHERE transaction_id = '$stored'}),
+	'FILE', 'what the file\'s key sealed reads back');
+is(segments_with('enc', 'FILE'), 0, 'and is stored sealed');
+
 is(scalar(log_crashes($node)), 0, 'no worker crashed');
 
 $node->stop;

@@ -367,6 +367,7 @@ queen_claim_read(QueenClaim *c, QueenClaimTarget *t, QueenPopPartition *part,
 				 errmsg("segment at offset " INT64_FORMAT " of queue \"%s\" partition \"%s\" is malformed: %s",
 						reader.problem_base, t->queue, t->partition, reader.problem)));
 	queen_log_close(&reader);
+	queen_crypto_report_unopened();
 }
 
 /*

@@ -38,6 +38,7 @@
 #include "common/base64.h"
 #include "miscadmin.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #define QUEEN_KEY_LEN	32
 #define QUEEN_IV_LEN	16			/* stored */
@@ -55,6 +56,9 @@ typedef struct QueenKeys
 	uint8		key[QUEEN_KEY_LEN];
 	bool		has_previous;
 	uint8		previous[QUEEN_KEY_LEN];
+	bool		from_file;		/* the key file: looked at again now and then */
+	struct timespec file_mtime;
+	TimestampTz checked_at;
 } QueenKeys;
 
 static QueenKeys queen_keys;
@@ -114,8 +118,10 @@ queen_keys_from_file(const char *setting, QueenKeys *k)
 	char		line[2][256];
 	int			n = 0;
 
+	k->from_file = true;
 	if (stat(path, &st) != 0)
 		return psprintf("queen.encryption_key_file \"%s\" cannot be read: %m", path);
+	k->file_mtime = st.st_mtim;
 	if (!S_ISREG(st.st_mode))
 		return psprintf("queen.encryption_key_file \"%s\" is not a regular file", path);
 	if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
@@ -177,6 +183,7 @@ queen_keys_load(void)
 	queen_keys = k;
 	queen_keys.problem = problem;
 	queen_keys.loaded = true;
+	queen_keys.checked_at = GetCurrentTimestamp();
 	if (problem != NULL)
 		memset(queen_keys.key, 0, sizeof(queen_keys.key));
 	MemoryContextSwitchTo(old);
@@ -192,10 +199,40 @@ queen_keys_load(void)
 	}
 }
 
+/*
+ * A key file is read again, at most once a second, when it changed or was
+ * refused: an operator who mends its mode or rotates its keys need not
+ * reload every session.
+ */
+static bool
+queen_key_file_stale(void)
+{
+	TimestampTz now;
+	struct stat st;
+	const char *setting = queen_encryption_key_file_setting;
+	char	   *path;
+	bool		stale;
+
+	if (!queen_keys.from_file)
+		return false;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(queen_keys.checked_at, now, 1000))
+		return false;
+	queen_keys.checked_at = now;
+	if (queen_keys.problem != NULL)
+		return true;
+	path = is_absolute_path(setting) ? pstrdup(setting) : psprintf("%s/%s", DataDir, setting);
+	stale = stat(path, &st) != 0 ||
+		st.st_mtim.tv_sec != queen_keys.file_mtime.tv_sec ||
+		st.st_mtim.tv_nsec != queen_keys.file_mtime.tv_nsec;
+	pfree(path);
+	return stale;
+}
+
 const char *
 queen_crypto_problem(void)
 {
-	if (!queen_keys.loaded)
+	if (!queen_keys.loaded || queen_key_file_stale())
 		queen_keys_load();
 	return queen_keys.problem;
 }
@@ -413,11 +450,15 @@ queen_frame_reseal(const char *packed, Size len, bool encrypt, StringInfo out)
 	pfree(payload.data);
 }
 
+/* What became of the frames a reader tried to open since the last report. */
+static int64 queen_unopened = 0;
+
 /*
  * A reader's frame opened in place (its payload then in palloc'd memory).
  * False, the frame unchanged, when no configured key opens it: the reader
  * gets the envelope, never the wrong plaintext and never an error that
- * would stop a consumer at this message for good.
+ * would stop a consumer at this message for good.  The reader says so
+ * once, with queen_crypto_report_unopened.
  */
 bool
 queen_frame_open(QueenFrame *frame)
@@ -430,14 +471,28 @@ queen_frame_open(QueenFrame *frame)
 	if (!queen_crypto_open(frame->payload, frame->payload_len, &plain))
 	{
 		pfree(plain.data);
-		ereport(WARNING,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("queen: an encrypted payload could not be opened with the configured keys; it is delivered sealed"),
-				 errhint("Set queen.encryption_key_previous to the key it was sealed with.")));
+		queen_unopened++;
 		return false;
 	}
 	frame->payload = plain.data;
 	frame->payload_len = (uint32) plain.len;
 	frame->flags &= ~QUEEN_FRAME_ENCRYPTED;
 	return true;
+}
+
+/* One warning for what a read could not open, at its end. */
+void
+queen_crypto_report_unopened(void)
+{
+	int64		n = queen_unopened;
+
+	if (n == 0)
+		return;
+	queen_unopened = 0;
+	ereport(WARNING,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg_plural("queen: " INT64_FORMAT " encrypted payload could not be opened with the configured keys and was delivered sealed",
+						   "queen: " INT64_FORMAT " encrypted payloads could not be opened with the configured keys and were delivered sealed",
+						   n, n),
+			 errhint("Set queen.encryption_key_previous to the key they were sealed with.")));
 }

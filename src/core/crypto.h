@@ -29,6 +29,7 @@ extern char *queen_crypto_open_text(char *text);
 
 extern void queen_frame_reseal(const char *packed, Size len, bool encrypt, StringInfo out);
 extern bool queen_frame_open(QueenFrame *frame);
+extern void queen_crypto_report_unopened(void);
 
 /* the first flags byte of a packed frame: after body_len */
 static inline uint8

@@ -272,6 +272,7 @@ queen_read_rows(ReturnSetInfo *rsinfo, QueenReadPosition *pos, const pg_uuid_t *
 
 	error_context_stack = errcb.previous;
 	queen_log_close(&reader);
+	queen_crypto_report_unopened();
 }
 
 /*
