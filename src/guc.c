@@ -143,6 +143,14 @@ queen_tenant_assign(const char *newval, void *extra)
 }
 
 static void
+queen_jwt_assign(const char *newval, void *extra)
+{
+	(void) newval;
+	(void) extra;
+	queen_jwt_settings_changed();
+}
+
+static void
 queen_keys_assign(const char *newval, void *extra)
 {
 	(void) newval;
@@ -429,6 +437,56 @@ queen_define_retention_gucs(void)
 static void
 queen_define_broker_layout_gucs(GucContext fixed_at_start)
 {
+	/* authentication on the HTTP door (listener/auth.c): on when a key is set */
+	DefineCustomStringVariable("queen.jwt_secret",
+							   "Shared secret of HS256, HS384 and HS512 bearer tokens on the HTTP door.",
+							   "Setting it (or queen.jwt_public_key_file) turns authentication on.",
+							   &queen_jwt_secret,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_jwt_assign, NULL);
+	DefineCustomStringVariable("queen.jwt_public_key_file",
+							   "PEM public key of RS256/RS384/RS512 (RSA) or EdDSA (Ed25519) bearer tokens.",
+							   "Relative to the data directory. Setting it (or queen.jwt_secret) turns authentication on.",
+							   &queen_jwt_public_key_file,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, queen_jwt_assign, NULL);
+	DefineCustomStringVariable("queen.jwt_issuer",
+							   "The iss a token must carry; empty accepts any.",
+							   NULL,
+							   &queen_jwt_issuer,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("queen.jwt_audience",
+							   "The aud a token must name; empty accepts any.",
+							   NULL,
+							   &queen_jwt_audience,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+	DefineCustomIntVariable("queen.jwt_clock_skew",
+							"Leeway for a token's exp and nbf.",
+							NULL,
+							&queen_jwt_clock_skew_s,
+							30, 0, 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomStringVariable("queen.jwt_skip_paths",
+							   "Paths answered without a token, comma-separated.",
+							   "Public routes (/health, /metrics/prometheus) need none anyway.",
+							   &queen_jwt_skip_paths,
+							   "/health,/metrics/prometheus",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   NULL, NULL, NULL);
+
 	DefineCustomStringVariable("queen.database",
 							   "Database the HTTP broker's workers connect to.",
 							   "The extension must be created there; the workers wait until the database and the extension exist.",

@@ -127,6 +127,13 @@ queen_push_group_frames(StringInfo out, const QueenPushRequest *r, const QueenRe
 		frame.message_id = r->ids[it];
 		frame.txn = r->txns[it];
 		frame.txn_len = (uint16) strlen(r->txns[it]);
+		/* the token's subject, never what the client wrote (auth.c) */
+		if (r->subject != NULL)
+		{
+			frame.flags |= QUEEN_FRAME_PRODUCER;
+			frame.producer_sub = r->subject;
+			frame.producer_sub_len = (uint16) strlen(r->subject);
+		}
 		frame.payload = r->items[it].payload;
 		frame.payload_len = (uint32) r->items[it].payload_len;
 		queen_frame_append(out, &frame);
@@ -152,6 +159,7 @@ queen_push_parse(QueenHttpRequest *req)
 	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 
 	r = palloc0(sizeof(QueenPushRequest));
+	r->subject = req->subject;
 	problem = queen_parse_push_body(req->body, req->body_len, queen_max_push_items,
 									&r->items, &r->nitems, &too_many);
 	MemoryContextSwitchTo(old);
