@@ -22,8 +22,9 @@ OBJS = \
 	$(patsubst %.c,%.o,$(sort $(wildcard src/broker/*/*.c)))
 
 # xxHash: XXH3-128 of transactionIds; zstd: segment compression;
-# http-parser: the broker's HTTP/1.1 request parsing.
-SHLIB_LINK += -lxxhash -lzstd -lhttp_parser -lm
+# http-parser: the broker's HTTP/1.1 request parsing; OpenSSL's libcrypto:
+# AES-256-GCM of encrypted queues.
+SHLIB_LINK += -lxxhash -lzstd -lhttp_parser -lcrypto -lm
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -37,7 +38,7 @@ INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
 PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core
 PG_CFLAGS = -Wall -Wextra
 
-REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read pop tenants rollback privileges failure_modes big_transaction untrusted_segments ack consume_tx consume_limits consume_sql replan dedup_runs streams retention admin
+REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read pop tenants rollback privileges failure_modes big_transaction untrusted_segments ack consume_tx consume_limits consume_sql replan dedup_runs streams retention admin encryption
 REGRESS_OPTS = --load-extension=queen --load-extension=queen_test
 TAP_TESTS = 1
 ISOLATION = concurrent_push concurrent_provision statement_timeout dedup_cache delete_race created_at_order push_deadlock pop_consumers pop_lease_expiry pop_push_race ack_redelivery runs_race prelock_race pop_wait txn_lease_expiry retention_push

@@ -24,6 +24,7 @@
 
 #include "queen.h"
 #include "codec.h"
+#include "crypto.h"
 #include "broker/broker.h"
 
 #include "miscadmin.h"
@@ -141,6 +142,22 @@ queen_tenant_assign(const char *newval, void *extra)
 	queen_tenant_refused = NULL;
 }
 
+static void
+queen_jwt_assign(const char *newval, void *extra)
+{
+	(void) newval;
+	(void) extra;
+	queen_jwt_settings_changed();
+}
+
+static void
+queen_keys_assign(const char *newval, void *extra)
+{
+	(void) newval;
+	(void) extra;
+	queen_crypto_keys_changed();
+}
+
 /* The tenant this session pushes and reads as. */
 void
 queen_session_tenant(pg_uuid_t *out)
@@ -215,6 +232,36 @@ queen_define_core_gucs(void)
 
 	if (tenant_set_before != NULL && strcmp(tenant_set_before, queen_tenant_setting) != 0)
 		queen_tenant_refused = MemoryContextStrdup(TopMemoryContext, tenant_set_before);
+
+	/*
+	 * The keys: read in every process that seals or opens (pushes, pops,
+	 * reads, the spool), shown to superusers only.  A superuser may SET
+	 * them for a session (the tests do); everyone else uses the server's.
+	 */
+	DefineCustomStringVariable("queen.encryption_key",
+							   "Key that seals the payloads of encrypted queues (encryptionEnabled).",
+							   "64 hexadecimal characters: an AES-256 key. Without a usable key pushes to encrypted queues are refused.",
+							   &queen_encryption_key_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_keys_assign, NULL);
+	DefineCustomStringVariable("queen.encryption_key_previous",
+							   "The key before the last rotation: it opens what it sealed, and seals nothing.",
+							   "64 hexadecimal characters, or empty.",
+							   &queen_encryption_key_previous_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_keys_assign, NULL);
+	DefineCustomStringVariable("queen.encryption_key_file",
+							   "File holding the encryption key, used when queen.encryption_key is empty.",
+							   "Relative to the data directory. The key on its first line, the previous key on an optional second; only its owner may read it.",
+							   &queen_encryption_key_file_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_keys_assign, NULL);
 
 	DefineCustomIntVariable("queen.pop_max_bytes",
 							"Most a pop delivers at once, in bytes of messages and their keys.",
@@ -390,6 +437,56 @@ queen_define_retention_gucs(void)
 static void
 queen_define_broker_layout_gucs(GucContext fixed_at_start)
 {
+	/* authentication on the HTTP door (listener/auth.c): on when a key is set */
+	DefineCustomStringVariable("queen.jwt_secret",
+							   "Shared secret of HS256, HS384 and HS512 bearer tokens on the HTTP door.",
+							   "Setting it (or queen.jwt_public_key_file) turns authentication on.",
+							   &queen_jwt_secret,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_jwt_assign, NULL);
+	DefineCustomStringVariable("queen.jwt_public_key_file",
+							   "PEM public key of RS256/RS384/RS512 (RSA) or EdDSA (Ed25519) bearer tokens.",
+							   "Relative to the data directory. Setting it (or queen.jwt_secret) turns authentication on.",
+							   &queen_jwt_public_key_file,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, queen_jwt_assign, NULL);
+	DefineCustomStringVariable("queen.jwt_issuer",
+							   "The iss a token must carry; empty accepts any.",
+							   NULL,
+							   &queen_jwt_issuer,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+	DefineCustomStringVariable("queen.jwt_audience",
+							   "The aud a token must name; empty accepts any.",
+							   NULL,
+							   &queen_jwt_audience,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   NULL, NULL, NULL);
+	DefineCustomIntVariable("queen.jwt_clock_skew",
+							"Leeway for a token's exp and nbf.",
+							NULL,
+							&queen_jwt_clock_skew_s,
+							30, 0, 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomStringVariable("queen.jwt_skip_paths",
+							   "Paths answered without a token, comma-separated.",
+							   "Public routes (/health, /metrics/prometheus) need none anyway.",
+							   &queen_jwt_skip_paths,
+							   "/health,/metrics/prometheus",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   NULL, NULL, NULL);
+
 	DefineCustomStringVariable("queen.database",
 							   "Database the HTTP broker's workers connect to.",
 							   "The extension must be created there; the workers wait until the database and the extension exist.",

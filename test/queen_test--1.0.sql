@@ -26,3 +26,13 @@ AS 'MODULE_PATHNAME', 'queen_permit_law_replay'
 LANGUAGE C IMMUTABLE STRICT;
 COMMENT ON FUNCTION queen._permit_law_replay(int, int, int, int[], int[], int8[], int8[]) IS
 'Internal, for tests: both push permit laws over a series of bundles.';
+
+-- ---------------------------------------------------------------------
+-- Internal: an encryption envelope opened with the configured keys
+-- (src/core/crypto.c), for the known answers of Queen's envelope.
+-- ---------------------------------------------------------------------
+CREATE FUNCTION queen._open_envelope(text) RETURNS text
+AS 'MODULE_PATHNAME', 'queen_open_envelope_sql'
+LANGUAGE C STABLE STRICT;
+COMMENT ON FUNCTION queen._open_envelope(text) IS
+'Internal, for tests: the plaintext of an encryption envelope, NULL when no configured key opens it.';

@@ -83,6 +83,15 @@ extern int	queen_http_max_connections;
 extern int	queen_max_push_items;
 extern int	queen_max_ack_items;
 extern int	queen_consume_lock_timeout_ms;
+
+/* authentication on the HTTP door (listener/auth.c) */
+extern char *queen_jwt_secret;
+extern char *queen_jwt_public_key_file;
+extern char *queen_jwt_issuer;
+extern char *queen_jwt_audience;
+extern int	queen_jwt_clock_skew_s;
+extern char *queen_jwt_skip_paths;
+extern void queen_jwt_settings_changed(void);
 extern int	queen_push_permits_min;
 extern int	queen_push_permits_initial;
 extern int	queen_push_permits_max;

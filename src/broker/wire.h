@@ -37,7 +37,8 @@ typedef enum QueenFrameVerdict
 	QUEEN_VERDICT_QUEUED = 1,
 	QUEEN_VERDICT_DUPLICATE,
 	QUEEN_VERDICT_FAILED,
-	QUEEN_VERDICT_BUFFERED		/* on disk in the spool, committed later */
+	QUEEN_VERDICT_BUFFERED,		/* on disk in the spool, committed later */
+	QUEEN_VERDICT_REFUSED		/* failed: its queue is encrypted and no key seals */
 } QueenFrameVerdict;
 
 /* Cursor over a received message. */

@@ -31,6 +31,7 @@
 
 #include "admin.h"
 #include "codec.h"
+#include "crypto.h"
 #include "push_items.h"
 #include "spi.h"
 #include "validate.h"
@@ -329,6 +330,8 @@ queen_dlq_replay(const pg_uuid_t *tenant, const pg_uuid_t *id, QueenReplay *out)
 	payload = MemoryContextStrdup(out_cxt, SPI_getvalue(SPI_tuptable->vals[0],
 														SPI_tuptable->tupdesc, 1));
 	SPI_finish();
+	/* an encrypted queue's dead letter goes back opened: the push seals it again */
+	payload = queen_crypto_open_text(payload);
 
 	queen_uuid_format(id, idtext);
 	memset(&item, 0, sizeof(item));

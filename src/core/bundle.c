@@ -18,14 +18,27 @@
  * covered so they are not probed twice.  Each round removes at least one
  * frame from every group it does not finish, so the rounds end.
  *
+ * Encryption at rest is applied here too, for both doors: a group's
+ * payloads are sealed when its queue is encrypted (crypto.c), and opened
+ * when it is not (frames the spool sealed).  Which queue is encrypted is a
+ * per-process hint; the allocator reads the queue's row under the
+ * partition's lock and writes nothing where the hint was wrong, and the
+ * group goes round again sealed or opened.  A group that must be sealed
+ * while no key can is refused, its frames QUEEN_SEGMENT_REFUSED.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "bundle.h"
 #include "codec.h"
+#include "crypto.h"
 #include "log_read.h"
 #include "log_write.h"
+
+#include "common/hashfn.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
 
 /* ----------------------------------------------------------------
  *		Layer 1 and grouping, before a bundle
@@ -185,6 +198,109 @@ queen_bundle_layer2(QueenBundleGroup *g)
 	g->verified = -1;
 }
 
+/* ----------------------------------------------------------------
+ *		Sealing
+ * ----------------------------------------------------------------
+ */
+
+/*
+ * Which queues were last seen encrypted, by a hash of tenant and name: a
+ * hint only (a collision or a stale entry costs one more round), so that
+ * in steady state frames are sealed once, before the first round.
+ */
+typedef struct QueenSealHint
+{
+	uint64		key;
+	bool		encrypted;
+} QueenSealHint;
+
+static HTAB *queen_seal_hints = NULL;
+
+static uint64
+queen_seal_key(const QueenBundleGroup *g)
+{
+	return hash_bytes_extended((const unsigned char *) g->queue, (int) strlen(g->queue),
+							   hash_bytes_extended(g->tenant.data, UUID_LEN, 0));
+}
+
+static QueenSealHint *
+queen_seal_hint(const QueenBundleGroup *g, bool create)
+{
+	uint64		key = queen_seal_key(g);
+
+	if (queen_seal_hints == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(QueenSealHint);
+		ctl.hcxt = TopMemoryContext;
+		queen_seal_hints = hash_create("queen seal hints", 64, &ctl,
+									   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	if (create && hash_get_num_entries(queen_seal_hints) >= 65536)
+	{
+		/* a hint, not a catalogue: start again rather than grow without end */
+		hash_destroy(queen_seal_hints);
+		queen_seal_hints = NULL;
+		return queen_seal_hint(g, create);
+	}
+	return hash_search(queen_seal_hints, &key, create ? HASH_ENTER : HASH_FIND, NULL);
+}
+
+/* What the allocator said of the group's queue, for the next bundles. */
+static void
+queen_seal_learn(const QueenBundleGroup *g, bool encrypted)
+{
+	queen_seal_hint(g, true)->encrypted = encrypted;
+}
+
+/*
+ * Seal or open every pending frame that is not yet as the group goes: the
+ * new frames live in the bundle's memory, and later rounds use them.
+ */
+static void
+queen_bundle_reseal(QueenBundleGroup *g)
+{
+	int			k;
+
+	for (k = 0; k < g->npending; k++)
+	{
+		QueenBundleFrame *f = &g->frames[g->pending[k]];
+		StringInfoData out;
+
+		if (((queen_packed_flags(f->packed) & QUEEN_FRAME_ENCRYPTED) != 0) == g->seal)
+			continue;
+		initStringInfo(&out);
+		queen_frame_reseal(f->packed, f->packed_len, g->seal, &out);
+		f->packed = out.data;
+		f->packed_len = (uint32) out.len;
+	}
+}
+
+/* Refuse the group's pending frames: its queue is encrypted and no key seals. */
+static void
+queen_bundle_refuse(QueenBundleGroup *g, const char *problem)
+{
+	int			k;
+
+	for (k = 0; k < g->npending; k++)
+		g->frames[g->pending[k]].status = QUEEN_SEGMENT_REFUSED;
+	g->npending = 0;
+	g->refused = problem;
+}
+
+/* For the doors that answer with an error: raise the first refusal. */
+void
+queen_bundle_raise_refused(const QueenBundleGroup *groups, int ngroups)
+{
+	int			i;
+
+	for (i = 0; i < ngroups; i++)
+		if (groups[i].refused != NULL)
+			queen_crypto_require(groups[i].queue);
+}
+
 /*
  * Pack the group's pending frames into its segment: hash blob + zstd blob.
  * When the pending frames lie end to end in the caller's buffer (every
@@ -220,6 +336,7 @@ queen_bundle_build(QueenBundleGroup *g, QueenSegment *seg)
 	seg->msg_count = g->npending;
 	seg->hashes = hashes;
 	seg->verified = g->verified;
+	seg->seal = g->seal ? QUEEN_SEAL_SEALED : QUEEN_SEAL_PLAIN;
 	if (in_place)
 		seg->blob = queen_compress(first, total, queen_zstd_level);
 	else
@@ -330,7 +447,12 @@ queen_bundle_push(QueenBundleGroup *groups, int ngroups)
 
 	for (i = 0; i < ngroups; i++)
 	{
+		QueenSealHint *hint = queen_seal_hint(&groups[i], false);
+
 		groups[i].nsegments = 0;
+		groups[i].refused = NULL;
+		groups[i].reseals = 0;
+		groups[i].seal = hint != NULL && hint->encrypted;
 		queen_bundle_layer2(&groups[i]);
 	}
 
@@ -342,8 +464,16 @@ queen_bundle_push(QueenBundleGroup *groups, int ngroups)
 
 		for (i = 0; i < ngroups; i++)
 		{
+			const char *problem;
+
 			if (groups[i].npending == 0)
 				continue;
+			if (groups[i].seal && (problem = queen_crypto_problem()) != NULL)
+			{
+				queen_bundle_refuse(&groups[i], problem);
+				continue;
+			}
+			queen_bundle_reseal(&groups[i]);
 			queen_bundle_build(&groups[i], &segs[nround]);
 			round[nround++] = &groups[i];
 		}
@@ -361,6 +491,21 @@ queen_bundle_push(QueenBundleGroup *groups, int ngroups)
 			pfree(seg->blob);
 			pfree(seg->hashes);
 			g->partition_id = seg->partition_id;
+			if (seg->status == QUEEN_SEGMENT_RESEAL)
+			{
+				/* nothing written: again, as the queue says now */
+				if (++g->reseals > 2)
+					ereport(ERROR,
+							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+							 errmsg("queue \"%s\" turned encryption on and off during one push",
+									g->queue),
+							 errhint("Push again.")));
+				g->seal = seg->queue_encrypted;
+				queen_seal_learn(g, g->seal);
+				continue;
+			}
+			if (g->seal != seg->queue_encrypted)
+				elog(ERROR, "queen: a segment was written sealed as its queue is not");
 			if (seg->status == QUEEN_SEGMENT_QUEUED)
 			{
 				for (k = 0; k < g->npending; k++)

@@ -45,11 +45,14 @@ typedef struct QueenBundleGroup
 	/* output */
 	pg_uuid_t	partition_id;
 	int			nsegments;		/* segments written for this group (0 or 1) */
+	const char *refused;		/* why its frames are QUEEN_SEGMENT_REFUSED, or NULL */
 
 	/* private to bundle.c */
 	int		   *pending;
 	int			npending;
 	int64		verified;
+	bool		seal;			/* its payloads go sealed (the queue is encrypted) */
+	int			reseals;
 } QueenBundleGroup;
 
 /*
@@ -65,6 +68,7 @@ typedef struct QueenFrameMark
 } QueenFrameMark;
 
 extern void queen_bundle_push(QueenBundleGroup *groups, int ngroups);
+extern void queen_bundle_raise_refused(const QueenBundleGroup *groups, int ngroups);
 extern const char *queen_frames_mark(const char *frames, Size len, int nframes,
 									 QueenFrameMark *marks, Size *used);
 extern void queen_bundle_group_marked(QueenBundleGroup *bg, const pg_uuid_t *tenant,

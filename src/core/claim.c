@@ -27,6 +27,7 @@
 #include "claim_int.h"
 #include "validate.h"
 #include "codec.h"
+#include "crypto.h"
 #include "log_read.h"
 #include "log_write.h"
 #include "spi.h"
@@ -217,10 +218,15 @@ static void
 queen_claim_keep(QueenClaim *c, QueenPopPartition *part, int *cap,
 				 const QueenLogMessage *msg)
 {
-	const QueenFrame *f = &msg->frame;
+	QueenFrame	opened = msg->frame;
+	const QueenFrame *f = &opened;
 	QueenPopMessage *m;
-	Size		len = (Size) f->txn_len + f->producer_sub_len + f->payload_len + 3;
+	Size		len;
 	char	   *buf;
+
+	/* an encrypted queue's payload goes out opened; the copy below keeps it */
+	queen_frame_open(&opened);
+	len = (Size) f->txn_len + f->producer_sub_len + f->payload_len + 3;
 
 	if (part->nmessages == *cap)
 	{
@@ -245,6 +251,8 @@ queen_claim_keep(QueenClaim *c, QueenPopPartition *part, int *cap,
 		memcpy(buf, f->payload, f->payload_len);
 	buf[f->payload_len] = '\0';
 	m->frame.payload = buf;
+	if (opened.payload != msg->frame.payload)
+		pfree(unconstify(char *, opened.payload));
 }
 
 /* ----------------------------------------------------------------
@@ -359,6 +367,7 @@ queen_claim_read(QueenClaim *c, QueenClaimTarget *t, QueenPopPartition *part,
 				 errmsg("segment at offset " INT64_FORMAT " of queue \"%s\" partition \"%s\" is malformed: %s",
 						reader.problem_base, t->queue, t->partition, reader.problem)));
 	queen_log_close(&reader);
+	queen_crypto_report_unopened();
 }
 
 /*

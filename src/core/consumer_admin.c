@@ -22,6 +22,7 @@
 #include "queen.h"
 #include "validate.h"
 #include "codec.h"
+#include "crypto.h"
 #include "consume.h"
 #include "spi.h"
 
@@ -146,6 +147,7 @@ queen_dlq_list(const QueenDlqFilter *filter, QueenDlqEntry **entries, int *nentr
 	Datum		values[8];
 	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int64		total;
+	int			i;
 
 	if (filter->queue == NULL)
 		ereport(ERROR,
@@ -176,6 +178,9 @@ queen_dlq_list(const QueenDlqFilter *filter, QueenDlqEntry **entries, int *nentr
 		*entries = queen_spi_copy_rows(queen_dlq_offsets, lengthof(queen_dlq_offsets),
 									   sizeof(QueenDlqEntry), out_cxt, nentries);
 	SPI_finish();
+	/* dead letters of an encrypted queue are kept sealed, and listed opened */
+	for (i = 0; i < *nentries; i++)
+		(*entries)[i].payload = queen_crypto_open_text((*entries)[i].payload);
 	return total;
 }
 

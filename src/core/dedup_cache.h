@@ -71,6 +71,7 @@ typedef struct QueenOwnAlloc
 	bool		was_locked;		/* locked and described before that */
 	bool		was_described;
 	int32		window;			/* the queue's dedup window */
+	bool		encrypted;		/* the queue's encryptionEnabled */
 	int64		txns_start;
 	TimestampTz generation;
 	int64		last;			/* the last offset this transaction allocated */

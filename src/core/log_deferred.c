@@ -51,6 +51,7 @@ queen_own_locked(const QueenTarget *t, bool described)
 	{
 		a->described = true;
 		a->window = t->queue_window;
+		a->encrypted = t->queue_encrypted;
 		a->txns_start = t->txns_start;
 		a->generation = t->generation;
 	}
@@ -71,11 +72,13 @@ queen_own_target(QueenTarget *t, QueenSegment *seg, const pg_uuid_t *pid)
 		return false;
 	a = queen_dedup_own_alloc(o);
 	if (!a->locked ||
-		!(a->described || (seg->window_set && seg->window_in == 0)))
+		!(a->described ||
+		  (seg->window_set && seg->window_in == 0 && seg->seal == QUEEN_SEAL_ANY)))
 		return false;
 	t->seg = seg;
 	t->pid = *pid;
 	t->queue_window = a->window;
+	t->queue_encrypted = a->encrypted;
 	t->window = seg->window_set ? seg->window_in : a->window;
 	t->last_offset = a->last;
 	t->txns_start = a->txns_start;

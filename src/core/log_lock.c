@@ -49,7 +49,8 @@
 #include "utils/snapmgr.h"
 
 /* The columns the pre-lock reads of queues (of log_partitions: log_write_int.h). */
-static const char *const queen_queue_columns[2] = {"id", "dedup_window_seconds"};
+static const char *const queen_queue_columns[3] = {"id", "dedup_window_seconds",
+"encryption_enabled"};
 
 /* One table the pre-lock reads by its primary key. */
 typedef struct QueenKeyedTable
@@ -183,7 +184,7 @@ queen_lock_partitions(QueenTarget **targets, int n)
 	Oid			part_relid = queen_table_oid("log_partitions");
 	Oid			queue_relid = queen_table_oid("queues");
 	AttrNumber	cols[PART_NCOLUMNS];
-	AttrNumber	queue_cols[2];
+	AttrNumber	queue_cols[3];
 	RangeTblEntry *rtes[2];
 	QueenKeyedTable parts;
 	QueenKeyedTable queues;
@@ -191,6 +192,7 @@ queen_lock_partitions(QueenTarget **targets, int n)
 	Snapshot	snapshot;
 	pg_uuid_t	last_queue;
 	int32		last_window = 0;
+	bool		last_encrypted = false;
 	bool		have_queue = false;
 	QueenLockResult result = QUEEN_LOCK_ALL;
 	int			i;
@@ -200,7 +202,7 @@ queen_lock_partitions(QueenTarget **targets, int n)
 	PreventCommandIfParallelMode("queen.push");
 
 	queen_partition_attnums(part_relid, cols);
-	queen_table_attnums(queue_relid, "queues", queen_queue_columns, 2, queue_cols);
+	queen_table_attnums(queue_relid, "queues", queen_queue_columns, 3, queue_cols);
 
 	/* the statement's privilege checks: FOR UPDATE needs UPDATE on some column */
 	rtes[0] = queen_rows_rte(part_relid, ACL_SELECT | ACL_UPDATE);
@@ -208,7 +210,7 @@ queen_lock_partitions(QueenTarget **targets, int n)
 		rtes[0]->selectedCols = bms_add_member(rtes[0]->selectedCols,
 											   cols[i] - FirstLowInvalidHeapAttributeNumber);
 	rtes[1] = queen_rows_rte(queue_relid, ACL_SELECT);
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 3; i++)
 		rtes[1]->selectedCols = bms_add_member(rtes[1]->selectedCols,
 											   queue_cols[i] - FirstLowInvalidHeapAttributeNumber);
 	ExecCheckRTPerms(list_make2(rtes[0], rtes[1]), true);
@@ -264,10 +266,12 @@ queen_lock_partitions(QueenTarget **targets, int n)
 				break;
 			}
 			last_window = DatumGetInt32(queen_slot_required(queues.slot, queue_cols[1]));
+			last_encrypted = DatumGetBool(queen_slot_required(queues.slot, queue_cols[2]));
 			last_queue = qid;
 			have_queue = true;
 		}
 		t->queue_window = last_window;
+		t->queue_encrypted = last_encrypted;
 		t->window = t->seg->window_set ? t->seg->window_in : last_window;
 	}
 

@@ -106,7 +106,8 @@ static const char *const sql_provision_partitions =
  * so a pop's first contact and a push never wait for each other.
  */
 static const char *const sql_prelock =
-"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at, p.ctid"
+"SELECT u.ord::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at, p.ctid,"
+"       q.encryption_enabled"
 "  FROM unnest($1::text[], $2::text[], $3::uuid[])"
 "       WITH ORDINALITY AS u(qname, pname, tenant, ord)"
 "  JOIN queen.queues q ON q.tenant_id = u.tenant AND q.name = u.qname"
@@ -120,7 +121,8 @@ static const char *const sql_prelock =
  * (log_lock.c) leaves to a statement.
  */
 static const char *const sql_lock_one =
-"SELECT 1::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at, p.ctid"
+"SELECT 1::int4, p.id, q.dedup_window_seconds, p.last_offset, p.txns_start, p.created_at, p.ctid,"
+"       q.encryption_enabled"
 "  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
 " WHERE p.id = $1"
 "   FOR NO KEY UPDATE OF p";
@@ -455,6 +457,20 @@ queen_allocate_locked(QueenTarget **targets, int n, TimestampTz now,
 		seg->window = t->window;
 		seg->ndups = 0;
 		seg->dups = NULL;
+		seg->queue_encrypted = t->queue_encrypted;
+
+		/*
+		 * Frames sealed or not as the queue now says, or nothing written:
+		 * the bundle engine seals or opens them and comes again.  Read
+		 * under the row lock's snapshot, so a configure that committed
+		 * before it is obeyed.
+		 */
+		if (seg->seal != QUEEN_SEAL_ANY &&
+			(seg->seal == QUEEN_SEAL_SEALED) != t->queue_encrypted)
+		{
+			seg->status = QUEEN_SEGMENT_RESEAL;
+			continue;
+		}
 		if (t->window > 0)
 		{
 			int64		from = Max(seg->verified, t->txns_start - 1);
@@ -497,7 +513,8 @@ queen_check_verdicts(const QueenSegment *segs, int nsegs)
 
 	for (i = 0; i < nsegs; i++)
 		if (segs[i].status != QUEEN_SEGMENT_QUEUED &&
-			segs[i].status != QUEEN_SEGMENT_DUPLICATE)
+			segs[i].status != QUEEN_SEGMENT_DUPLICATE &&
+			segs[i].status != QUEEN_SEGMENT_RESEAL)
 			elog(ERROR, "queen: segment %d got no verdict", i + 1);
 }
 
@@ -661,7 +678,7 @@ queen_prelock_by_name(const QueenSegment *segs, int nsegs)
 				 errdetail("Every segment must name a queue and partition that exist or can be created.")));
 }
 
-/* What a pre-lock statement's row (its columns 3 to 7) says of t's partition. */
+/* What a pre-lock statement's row (its columns 3 to 8) says of t's partition. */
 static void
 queen_target_from_row(QueenTarget *t, HeapTuple tuple, TupleDesc desc)
 {
@@ -671,6 +688,7 @@ queen_target_from_row(QueenTarget *t, HeapTuple tuple, TupleDesc desc)
 	t->txns_start = queen_get_int64(tuple, desc, 5);
 	t->generation = queen_get_timestamptz(tuple, desc, 6);
 	queen_get_tid(tuple, desc, 7, t);
+	t->queue_encrypted = queen_get_bool(tuple, desc, 8);
 }
 
 /*

@@ -27,6 +27,19 @@ typedef struct QueenDup
  * allocator writes back.  Strings are NUL-terminated; hashes and blob are
  * complete varlenas so they can go to SPI without a copy.
  */
+/*
+ * Whether a segment's payloads are sealed (crypto.c).  Raw frames from a
+ * SQL caller are stored as given (ANY); the bundle engine says which, and
+ * the allocator writes nothing where that differs from the queue's
+ * encryptionEnabled (QUEEN_SEGMENT_RESEAL).
+ */
+typedef enum QueenSeal
+{
+	QUEEN_SEAL_ANY = 0,
+	QUEEN_SEAL_PLAIN,
+	QUEEN_SEAL_SEALED
+} QueenSeal;
+
 typedef struct QueenSegment
 {
 	/* input */
@@ -40,11 +53,13 @@ typedef struct QueenSegment
 	bool		window_set;		/* use window_in instead of the queue's */
 	int32		window_in;
 	bool		untrusted;		/* from a SQL caller: verify the blob completely */
+	QueenSeal	seal;			/* what the frames' payloads are, if known */
 
 	/* output */
 	QueenSegmentStatus status;
 	pg_uuid_t	partition_id;
 	int32		window;			/* dedup window the queue had, seconds */
+	bool		queue_encrypted;	/* the queue's encryptionEnabled, once locked */
 	int64		base_offset;	/* queued: offset of frame 0 */
 	TimestampTz created_at;		/* queued: the bundle's timestamp */
 	int64		probed_upto;	/* duplicate: last_offset the probe covered */

@@ -35,6 +35,7 @@ typedef struct QueenTarget
 	pg_uuid_t	pid;
 	int32		window;
 	int32		queue_window;	/* the queue's, whatever the segment asked for */
+	bool		queue_encrypted;	/* the queue's encryptionEnabled */
 	int64		last_offset;	/* as locked */
 	int64		txns_start;
 	TimestampTz generation;		/* the row's created_at: tells a recreated partition */

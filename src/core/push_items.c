@@ -169,6 +169,7 @@ queen_push_items_run(QueenPushItem *items, int n, const pg_uuid_t *tenant,
 		queen_push_sql_group(&groups[i], items, group_items[i], nmembers[i], tenant);
 
 	queen_bundle_push(groups, ngroups);
+	queen_bundle_raise_refused(groups, ngroups);
 	/* waiting pops (and, with queen.notify, listeners) learn of it at COMMIT */
 	for (i = 0; i < ngroups; i++)
 		queen_wait_mark(tenant, groups[i].queue, strlen(groups[i].queue));

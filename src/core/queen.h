@@ -84,7 +84,9 @@ typedef enum QueenSegmentStatus
 {
 	QUEEN_SEGMENT_PENDING = 0,
 	QUEEN_SEGMENT_QUEUED,
-	QUEEN_SEGMENT_DUPLICATE
+	QUEEN_SEGMENT_DUPLICATE,
+	QUEEN_SEGMENT_RESEAL,		/* a segment: its frames must be sealed or opened first */
+	QUEEN_SEGMENT_REFUSED		/* a frame: its queue is encrypted and no key seals */
 } QueenSegmentStatus;
 
 /* Registered once at load (module.c): the transaction callbacks. */

@@ -299,6 +299,12 @@ queen_get_int32(HeapTuple tuple, TupleDesc desc, int col)
 	return DatumGetInt32(queen_get_datum(tuple, desc, col));
 }
 
+bool
+queen_get_bool(HeapTuple tuple, TupleDesc desc, int col)
+{
+	return DatumGetBool(queen_get_datum(tuple, desc, col));
+}
+
 TimestampTz
 queen_get_timestamptz(HeapTuple tuple, TupleDesc desc, int col)
 {

@@ -61,6 +61,7 @@ extern HTAB *queen_process_hash(const char *name, Size keysize, Size entrysize, 
 extern Datum queen_array_datum(Datum *elems, int n, Oid elemtype);
 extern int64 queen_get_int64(HeapTuple tuple, TupleDesc desc, int col);
 extern int32 queen_get_int32(HeapTuple tuple, TupleDesc desc, int col);
+extern bool queen_get_bool(HeapTuple tuple, TupleDesc desc, int col);
 extern TimestampTz queen_get_timestamptz(HeapTuple tuple, TupleDesc desc, int col);
 extern void queen_get_uuid(HeapTuple tuple, TupleDesc desc, int col, pg_uuid_t *out);
 extern int64 queen_slot_int64(TupleTableSlot *slot, int att, const char *table);

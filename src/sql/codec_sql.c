@@ -3,7 +3,8 @@
  * codec_sql.c
  *	  The frame codec as SQL functions: queen.uuid_v7, queen.txn_hash,
  *	  queen.hash_blob, queen.pack_frames, queen.unpack_frames and
- *	  queen.decompress_segment.
+ *	  queen.decompress_segment; and, for the tests only (test/), the
+ *	  encryption envelope opened.
  *
  * These let a driver, a benchmark or an operator build exactly what the
  * broker sends to log_push_multi_v1 and look inside any stored segment,
@@ -17,6 +18,7 @@
 #include "queen.h"
 #include "validate.h"
 #include "codec.h"
+#include "crypto.h"
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -37,6 +39,7 @@ PG_FUNCTION_INFO_V1(queen_pack_frames_sql);
 PG_FUNCTION_INFO_V1(queen_unpack_frames_sql);
 PG_FUNCTION_INFO_V1(queen_decompress_segment_sql);
 PG_FUNCTION_INFO_V1(queen_uuid_v7_time_sql);
+PG_FUNCTION_INFO_V1(queen_open_envelope_sql);
 PG_FUNCTION_INFO_V1(queen_uuid_v7_at_sql);
 
 /* Microseconds between the Unix epoch and PostgreSQL's (2000-01-01). */
@@ -325,4 +328,21 @@ queen_decompress_segment_sql(PG_FUNCTION_ARGS)
 	SET_VARSIZE(out, VARHDRSZ + raw.len);
 	memcpy(VARDATA(out), raw.data, raw.len);
 	PG_RETURN_BYTEA_P(out);
+}
+
+/*
+ * queen._open_envelope(text) -> the plaintext, or NULL when no configured
+ * key opens it: the tests' known answers of Queen's envelope.  Declared by
+ * the queen_test extension only.
+ */
+Datum
+queen_open_envelope_sql(PG_FUNCTION_ARGS)
+{
+	text	   *envelope = PG_GETARG_TEXT_PP(0);
+	StringInfoData plain;
+
+	initStringInfo(&plain);
+	if (!queen_crypto_open(VARDATA_ANY(envelope), VARSIZE_ANY_EXHDR(envelope), &plain))
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(plain.data, plain.len));
 }

@@ -16,6 +16,7 @@
 
 #include "queen.h"
 #include "validate.h"
+#include "crypto.h"
 #include "json_walk.h"
 #include "log_read.h"
 #include "payload.h"
@@ -213,14 +214,17 @@ queen_read_row(ReturnSetInfo *rsinfo, const QueenReadPosition *pos,
 	bool		nulls[5] = {false, false, false, false, false};
 	pg_uuid_t  *mid = palloc(sizeof(pg_uuid_t));
 	char	   *problem;
+	QueenFrame	frame = msg->frame;
 
+	/* an encrypted queue's payload, opened (in the row's memory) */
+	queen_frame_open(&frame);
 	*mid = msg->frame.message_id;
 	values[0] = Int64GetDatum(msg->offset);
 	values[1] = UUIDPGetDatum(mid);
 	if (!pg_verifymbstr(msg->frame.txn, msg->frame.txn_len, true))
 		queen_read_corrupted(pos, msg->segment_base, "transactionId is not valid UTF-8");
 	values[2] = PointerGetDatum(cstring_to_text_with_len(msg->frame.txn, msg->frame.txn_len));
-	values[3] = queen_payload_jsonb(msg->frame.payload, msg->frame.payload_len, &problem);
+	values[3] = queen_payload_jsonb(frame.payload, frame.payload_len, &problem);
 	if (problem != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
@@ -268,6 +272,7 @@ queen_read_rows(ReturnSetInfo *rsinfo, QueenReadPosition *pos, const pg_uuid_t *
 
 	error_context_stack = errcb.previous;
 	queen_log_close(&reader);
+	queen_crypto_report_unopened();
 }
 
 /*

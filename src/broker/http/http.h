@@ -42,6 +42,7 @@ struct QueenHttpRequest
 	size_t		body_len;
 	MemoryContext mcxt;			/* freed once the response is queued */
 	void	   *handler_data;	/* free for the handler */
+	const char *subject;		/* who the router authenticated, or NULL */
 	/* http.c keeps its own state behind this struct */
 };
 
@@ -92,6 +93,7 @@ extern void queen_http_respond(QueenHttpRequest *req, int status,
 							   const char *body, size_t body_len,
 							   const char *extra_headers);
 extern bool queen_http_client_closed(QueenHttpRequest *req);
+extern const char *queen_http_header(QueenHttpRequest *req, const char *name);
 extern void queen_http_reconfigure(QueenHttpServer *srv,
 								   const QueenHttpConfig *cfg);
 extern void queen_http_stop_accepting(QueenHttpServer *srv);

@@ -19,7 +19,6 @@
 
 #include "utils/memutils.h"
 
-static const char *queen_http_header(QueenHttpRequest *req, const char *name);
 
 /* recv() calls per readable event, so one busy client cannot starve others. */
 #define QUEEN_HTTP_READ_ROUNDS		4
@@ -545,7 +544,8 @@ queen_http_conn_read(QueenHttpConn *conn)
 	queen_http_conn_work(conn);
 }
 
-static const char *
+/* A header's value (the first of that name, any case), or NULL. */
+const char *
 queen_http_header(QueenHttpRequest *pub, const char *name)
 {
 	QueenHttpReq *req = (QueenHttpReq *) pub;

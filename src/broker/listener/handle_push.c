@@ -20,6 +20,7 @@
 
 #include "listener.h"
 #include "codec.h"
+#include "crypto.h"
 #include "bundle.h"
 #include "routes.h"
 #include "wire.h"
@@ -71,7 +72,10 @@ queen_push_render(QueenPending *p)
 		if (r->leader[i] >= 0)
 		{
 			/* a follower copies its leader's final id, as a duplicate */
-			status = r->status[r->leader[i]] ? QUEEN_VERDICT_DUPLICATE : QUEEN_VERDICT_FAILED;
+			status = r->status[r->leader[i]];
+			status = (status == QUEEN_VERDICT_QUEUED || status == QUEEN_VERDICT_DUPLICATE ||
+					  status == QUEEN_VERDICT_BUFFERED) ?
+				QUEEN_VERDICT_DUPLICATE : status ? status : QUEEN_VERDICT_FAILED;
 			id = &r->ids[r->leader[i]];
 		}
 		else
@@ -90,7 +94,16 @@ queen_push_render(QueenPending *p)
 		escape_json(&buf, r->txns[i]);
 		appendStringInfoString(&buf, ",\"queueName\":");
 		escape_json(&buf, r->items[i].queue);
-		appendStringInfo(&buf, ",\"status\":\"%s\"}", word);
+		appendStringInfo(&buf, ",\"status\":\"%s\"", word);
+		if (status == QUEEN_VERDICT_REFUSED)
+		{
+			const char *problem = queen_crypto_problem();
+
+			appendStringInfoString(&buf, ",\"error\":");
+			escape_json(&buf, psprintf("queue is encrypted and its messages cannot be sealed: %s",
+									   problem ? problem : "the key was not usable when the push was stored"));
+		}
+		appendStringInfoChar(&buf, '}');
 	}
 	appendStringInfoChar(&buf, ']');
 	MemoryContextSwitchTo(old);
@@ -114,6 +127,13 @@ queen_push_group_frames(StringInfo out, const QueenPushRequest *r, const QueenRe
 		frame.message_id = r->ids[it];
 		frame.txn = r->txns[it];
 		frame.txn_len = (uint16) strlen(r->txns[it]);
+		/* the token's subject, never what the client wrote (auth.c) */
+		if (r->subject != NULL)
+		{
+			frame.flags |= QUEEN_FRAME_PRODUCER;
+			frame.producer_sub = r->subject;
+			frame.producer_sub_len = (uint16) strlen(r->subject);
+		}
 		frame.payload = r->items[it].payload;
 		frame.payload_len = (uint32) r->items[it].payload_len;
 		queen_frame_append(out, &frame);
@@ -139,6 +159,7 @@ queen_push_parse(QueenHttpRequest *req)
 	MemoryContext old = MemoryContextSwitchTo(req->mcxt);
 
 	r = palloc0(sizeof(QueenPushRequest));
+	r->subject = req->subject;
 	problem = queen_parse_push_body(req->body, req->body_len, queen_max_push_items,
 									&r->items, &r->nitems, &too_many);
 	MemoryContextSwitchTo(old);

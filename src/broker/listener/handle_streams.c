@@ -473,7 +473,7 @@ queen_handle_stream_cycle(QueenHttpRequest *req, const QueenRouteParams *params)
 	queen_control_put_args(&arg, QUEEN_CONTROL_TXN, &head);
 	for (i = 0; i < npush; i++)
 	{
-		queen_txn_put_push(&arg, &pushes[i]);
+		queen_txn_put_push(&arg, &pushes[i], req->subject);
 		if (shard < 0)
 			shard = queen_shard_of(&queen_listener_tenant, pushes[i].queue, pushes[i].queue_len,
 								   pushes[i].partition, pushes[i].partition_len,

@@ -326,7 +326,7 @@ queen_parse_txn_body(const char *body, size_t len, QueenTxnParse *st, int *statu
 
 /* One pushed item on the wire: its id minted, its frame packed as stored. */
 void
-queen_txn_put_push(StringInfo arg, const QueenHttpItem *item)
+queen_txn_put_push(StringInfo arg, const QueenHttpItem *item, const char *subject)
 {
 	QueenArgsTxnItem w;
 	QueenFrame	frame;
@@ -342,6 +342,12 @@ queen_txn_put_push(StringInfo arg, const QueenHttpItem *item)
 	}
 	frame.txn = txn;
 	frame.txn_len = (uint16) strlen(txn);
+	if (subject != NULL)
+	{
+		frame.flags |= QUEEN_FRAME_PRODUCER;
+		frame.producer_sub = subject;
+		frame.producer_sub_len = (uint16) strlen(subject);
+	}
 	frame.payload = item->payload;
 	frame.payload_len = (uint32) item->payload_len;
 	initStringInfo(&packed);
@@ -412,7 +418,7 @@ queen_handle_transaction(QueenHttpRequest *req, const QueenRouteParams *params)
 
 		if (op->kind == QUEEN_TXN_PUSH)
 		{
-			queen_txn_put_push(&arg, &op->push);
+			queen_txn_put_push(&arg, &op->push, req->subject);
 			if (shard < 0)
 				shard = queen_shard_of(&queen_listener_tenant, op->push.queue, op->push.queue_len,
 									   op->push.partition, op->push.partition_len,

@@ -198,7 +198,7 @@ queen_apply_verdict(QueenPending *p, QueenMsgReader *m)
 		/* anything else stays without a verdict and renders failed */
 		if (queen_wire_get_verdict_frame(m, &status, &idp) &&
 			(status == QUEEN_VERDICT_QUEUED || status == QUEEN_VERDICT_DUPLICATE ||
-						status == QUEEN_VERDICT_BUFFERED))
+			 status == QUEEN_VERDICT_BUFFERED || status == QUEEN_VERDICT_REFUSED))
 		{
 			r->status[it] = status;
 			memcpy(r->ids[it].data, idp, UUID_LEN);

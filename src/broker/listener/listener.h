@@ -51,6 +51,7 @@ typedef struct QueenPushRequest
 	int			waiting;		/* groups without a verdict */
 	int			unavailable;	/* groups answered "database not there" */
 	bool		spool_failed;	/* maintenance mode, and the spool failed */
+	const char *subject;		/* the token's sub, stamped as producerSub */
 } QueenPushRequest;
 
 typedef struct QueenPending

@@ -41,7 +41,7 @@ extern const char *queen_parse_push_body(const char *body, size_t len,
 extern char *queen_body_problem(const char *body, size_t len);
 
 /* A pushed item of a transaction or a stream cycle on the wire (handle_txn.c). */
-extern void queen_txn_put_push(StringInfo arg, const QueenHttpItem *item);
+extern void queen_txn_put_push(StringInfo arg, const QueenHttpItem *item, const char *subject);
 extern bool queen_parse_enabled_body(const char *body, size_t len, bool *enabled);
 
 #endif							/* QUEEN_PUSH_BODY_H */

@@ -18,6 +18,7 @@
 #define QUEEN_ROUTES_H
 
 #include "http/http.h"
+#include "auth.h"
 
 /* Most :params in one pattern. */
 #define QUEEN_ROUTE_MAX_PARAMS	4
@@ -51,6 +52,7 @@ typedef struct QueenRoute
 	QueenRouteHandler handler;
 	QueenRouteWorker worker;
 	const void *arg;			/* what the handler needs to know of the row (params->arg) */
+	QueenAccess access;			/* who may call it when auth is on (auth.c) */
 } QueenRoute;
 
 #define QUEEN_METHOD(m)		(UINT64CONST(1) << (m))

@@ -251,6 +251,8 @@ queen_drain_tx_body(void *arg)
 	if (!tx->already && tx->n > 0)
 	{
 		queen_bundle_push(tx->bgs, tx->n);
+		/* sealed by a key since removed: kept in the spool until one is back */
+		queen_bundle_raise_refused(tx->bgs, tx->n);
 		for (i = 0; i < tx->n; i++)
 		{
 			uint64		before = tx->queued;

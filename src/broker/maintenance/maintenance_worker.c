@@ -51,6 +51,7 @@
 #include "spool.h"
 #include "retention.h"
 #include "admin.h"
+#include "crypto.h"
 #include "metrics.h"
 #include "worker.h"
 
@@ -402,6 +403,25 @@ queen_drain_pass(List *files)
 	return done;
 }
 
+/*
+ * A key that is set but cannot seal, said at start and after every reload:
+ * pushes to encrypted queues are refused until it is mended (crypto.c).
+ */
+static void
+queen_keys_announce(void)
+{
+	const char *problem = queen_crypto_problem();
+	bool		set = (queen_encryption_key_setting && queen_encryption_key_setting[0]) ||
+		(queen_encryption_key_file_setting && queen_encryption_key_file_setting[0]) ||
+		(queen_encryption_key_previous_setting && queen_encryption_key_previous_setting[0]);
+
+	if (set && problem != NULL)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queen: %s: pushes to encrypted queues are refused", problem),
+				 errhint("Set queen.encryption_key to 64 hexadecimal characters and reload.")));
+}
+
 void
 queen_maintenance_main(Datum arg)
 {
@@ -432,6 +452,7 @@ queen_maintenance_main(Datum arg)
 	/* .tmp files of shards that no longer exist (queen.fusion_shards shrank) */
 	queen_spool_recover(-1, queen_broker->nshards);
 	queen_worker_set_state(slot, QUEEN_WORKER_READY);
+	queen_keys_announce();
 
 	for (;;)
 	{
@@ -443,7 +464,8 @@ queen_maintenance_main(Datum arg)
 		/* a cancel between transactions has nothing to cancel */
 		QueryCancelPending = false;
 		CHECK_FOR_INTERRUPTS();
-		(void) queen_worker_reload();
+		if (queen_worker_reload())
+			queen_keys_announce();
 		/* every pass, so a reload while this worker was restarting counts too */
 		if ((pg_atomic_read_u32(&queen_spool_state->setting_seen) != 0) !=
 			queen_maintenance_mode_setting)

@@ -50,6 +50,7 @@
 #include "spool.h"
 #include "validate.h"
 #include "codec.h"
+#include "crypto.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -290,11 +291,42 @@ queen_append_u32(StringInfo buf, uint32 v)
 	appendBinaryStringInfo(buf, b, 4);
 }
 
+/*
+ * With a usable key every payload is spooled sealed, whatever its queue:
+ * which queues are encrypted is known for certain only in a transaction,
+ * and the spool is written when there is none.  The drain opens again
+ * what belongs to a queue that is not encrypted (bundle.c).
+ */
+static const char *
+queen_spool_sealed(const QueenSpoolRecord *rec, Size *len)
+{
+	StringInfoData out;
+	Size		pos = 0;
+
+	*len = rec->frames_len;
+	if (queen_crypto_problem() != NULL)
+		return rec->frames;
+	initStringInfo(&out);
+	while (pos + 4 <= rec->frames_len)
+	{
+		Size		flen = 4 + (Size) queen_get_u32(rec->frames + pos);
+
+		if (flen > rec->frames_len - pos)
+			elog(ERROR, "queen: a frame to spool runs past its record");
+		queen_frame_reseal(rec->frames + pos, flen, true, &out);
+		pos += flen;
+	}
+	*len = out.len;
+	return out.data;
+}
+
 void
 queen_spool_append_record(StringInfo buf, const QueenSpoolRecord *rec)
 {
 	int			start = buf->len;
-	uint32		body_len = QUEEN_SPOOL_BODY_MIN + rec->qlen + rec->plen + (uint32) rec->frames_len;
+	Size		frames_len;
+	const char *frames = queen_spool_sealed(rec, &frames_len);
+	uint32		body_len = QUEEN_SPOOL_BODY_MIN + rec->qlen + rec->plen + (uint32) frames_len;
 	pg_crc32c	crc;
 
 	queen_append_u32(buf, QUEEN_SPOOL_MAGIC);
@@ -307,7 +339,9 @@ queen_spool_append_record(StringInfo buf, const QueenSpoolRecord *rec)
 	queen_append_u16(buf, rec->plen);
 	appendBinaryStringInfo(buf, rec->partition, rec->plen);
 	queen_append_u32(buf, rec->nframes);
-	appendBinaryStringInfo(buf, rec->frames, (int) rec->frames_len);
+	appendBinaryStringInfo(buf, frames, (int) frames_len);
+	if (frames != rec->frames)
+		pfree(unconstify(char *, frames));
 
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, buf->data + start + QUEEN_SPOOL_HEADER, body_len);

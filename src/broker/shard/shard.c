@@ -254,7 +254,9 @@ queen_shard_route(QueenShardGroup *g, QueenBundleGroup *bg, QueenGroupOutcome ou
 			QueenBundleFrame *f = &bg->frames[k];
 
 			queen_wire_put_verdict_frame(msg, f->status == QUEEN_SEGMENT_QUEUED ?
-										 QUEEN_VERDICT_QUEUED : QUEEN_VERDICT_DUPLICATE,
+										 QUEEN_VERDICT_QUEUED :
+										 f->status == QUEEN_SEGMENT_REFUSED ?
+										 QUEEN_VERDICT_REFUSED : QUEEN_VERDICT_DUPLICATE,
 										 &f->message_id);
 		}
 		queen_answer_send(ct->listener, msg);

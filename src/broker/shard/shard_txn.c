@@ -173,6 +173,7 @@ queen_txn_push(QueenOpCall *call, QueenTxnRun *run)
 								nmembers[g]);
 	}
 	queen_bundle_push(groups, ngroups);
+	queen_bundle_raise_refused(groups, ngroups);
 
 	for (g = 0; g < ngroups; g++)
 	{
