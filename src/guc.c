@@ -54,6 +54,7 @@ bool		queen_notify = false;
 char	   *queen_database = NULL;
 char	   *queen_http_listen_address = NULL;
 int			queen_http_port = 6632;
+char	   *queen_tenant_header = NULL;
 int			queen_http_workers = 1;
 int			queen_fusion_shards = 0;
 int			queen_bundle_max = 256;
@@ -485,6 +486,15 @@ queen_define_broker_layout_gucs(GucContext fixed_at_start)
 							   "/health,/metrics/prometheus",
 							   PGC_SIGHUP,
 							   GUC_LIST_INPUT,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("queen.tenant_header",
+							   "HTTP header naming the tenant (a UUID) a request acts for; empty: every request is the default tenant.",
+							   "Only behind a proxy that sets it and strips what clients send: the broker trusts it as it comes.",
+							   &queen_tenant_header,
+							   "",
+							   PGC_SIGHUP,
+							   0,
 							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("queen.database",

@@ -92,6 +92,13 @@ extern char *queen_jwt_audience;
 extern int	queen_jwt_clock_skew_s;
 extern char *queen_jwt_skip_paths;
 extern void queen_jwt_settings_changed(void);
+extern char *queen_tenant_header;
+
+/*
+ * The tenant whose series /metrics renders (listener/handle_admin.c sets
+ * it while it renders, with queen.tenant_header on), or NULL for all.
+ */
+extern const pg_uuid_t *queen_metrics_tenant;
 extern int	queen_push_permits_min;
 extern int	queen_push_permits_initial;
 extern int	queen_push_permits_max;

@@ -44,6 +44,8 @@ typedef struct QueenMetricsShared
 
 static QueenMetricsShared *queen_metrics = NULL;
 
+const pg_uuid_t *queen_metrics_tenant = NULL;
+
 Size
 queen_metrics_shmem_size(void)
 {

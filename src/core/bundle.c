@@ -566,7 +566,10 @@ queen_bundle_push(QueenBundleGroup *groups, int ngroups)
 				memset(f->message_id.data, 0, UUID_LEN);	/* retained away */
 		}
 
-		/* Followers inherit their leader's final verdict, as duplicates. */
+		/*
+		 * Followers inherit their leader's final verdict, as duplicates; a
+		 * refused leader's followers are refused with it.
+		 */
 		for (k = 0; k < g->nframes; k++)
 		{
 			QueenBundleFrame *f = &g->frames[k];
@@ -575,7 +578,8 @@ queen_bundle_push(QueenBundleGroup *groups, int ngroups)
 			if (f->leader < 0)
 				continue;
 			leader = &g->frames[f->leader];
-			f->status = QUEEN_SEGMENT_DUPLICATE;
+			f->status = leader->status == QUEEN_SEGMENT_REFUSED ?
+				QUEEN_SEGMENT_REFUSED : QUEEN_SEGMENT_DUPLICATE;
 			f->message_id = leader->message_id;
 			f->offset = leader->offset;
 			f->created_at = leader->created_at;

@@ -62,7 +62,10 @@ typedef struct QueenKeys
 } QueenKeys;
 
 static QueenKeys queen_keys;
-static EVP_CIPHER_CTX *queen_cipher = NULL;
+static EVP_CIPHER_CTX *queen_cipher = NULL;	/* opening: any key */
+static EVP_CIPHER_CTX *queen_sealer = NULL;	/* sealing: the key set once */
+static bool queen_sealer_keyed = false;
+static bool queen_opener_ready = false;
 
 void
 queen_crypto_keys_changed(void)
@@ -189,10 +192,12 @@ queen_keys_load(void)
 	MemoryContextSwitchTo(old);
 	explicit_bzero(&k, sizeof(k));
 
+	queen_sealer_keyed = false;
 	if (queen_cipher == NULL)
 	{
 		queen_cipher = EVP_CIPHER_CTX_new();
-		if (queen_cipher == NULL)
+		queen_sealer = EVP_CIPHER_CTX_new();
+		if (queen_cipher == NULL || queen_sealer == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory creating a cipher context")));
@@ -284,7 +289,9 @@ queen_crypto_seal(const char *plain, Size len, StringInfo out)
 				fin = 0;
 
 	if (queen_crypto_problem() != NULL)
-		queen_crypto_require("(unknown)");
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a payload cannot be sealed: %s", queen_crypto_problem())));
 	if (len > (Size) (MaxAllocSize / 2))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -294,15 +301,30 @@ queen_crypto_seal(const char *plain, Size len, StringInfo out)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not generate a random IV")));
 	sealed = palloc(len + 1);
-	if (EVP_EncryptInit_ex(queen_cipher, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
-		EVP_CIPHER_CTX_ctrl(queen_cipher, EVP_CTRL_GCM_SET_IVLEN, QUEEN_NONCE_LEN, NULL) != 1 ||
-		EVP_EncryptInit_ex(queen_cipher, NULL, NULL, queen_keys.key, iv) != 1)
+
+	/*
+	 * The cipher and its key schedule once per key; then only the IV per
+	 * payload (looking the cipher up again costs more than a small
+	 * payload's encryption with OpenSSL 3).
+	 */
+	if (!queen_sealer_keyed)
+	{
+		if (EVP_EncryptInit_ex(queen_sealer, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
+			EVP_CIPHER_CTX_ctrl(queen_sealer, EVP_CTRL_GCM_SET_IVLEN, QUEEN_NONCE_LEN, NULL) != 1 ||
+			EVP_EncryptInit_ex(queen_sealer, NULL, NULL, queen_keys.key, NULL) != 1)
+			queen_cipher_failed("set-up");
+		queen_sealer_keyed = true;
+	}
+	if (EVP_EncryptInit_ex(queen_sealer, NULL, NULL, NULL, iv) != 1)
 		queen_cipher_failed("set-up");
-	if ((len > 0 && EVP_EncryptUpdate(queen_cipher, sealed, &n, (const uint8 *) plain,
+	if ((len > 0 && EVP_EncryptUpdate(queen_sealer, sealed, &n, (const uint8 *) plain,
 									  (int) len) != 1) ||
-		EVP_EncryptFinal_ex(queen_cipher, sealed + n, &fin) != 1 ||
-		EVP_CIPHER_CTX_ctrl(queen_cipher, EVP_CTRL_GCM_GET_TAG, QUEEN_TAG_LEN, tag) != 1)
+		EVP_EncryptFinal_ex(queen_sealer, sealed + n, &fin) != 1 ||
+		EVP_CIPHER_CTX_ctrl(queen_sealer, EVP_CTRL_GCM_GET_TAG, QUEEN_TAG_LEN, tag) != 1)
+	{
+		queen_sealer_keyed = false;
 		queen_cipher_failed("encryption");
+	}
 
 	appendStringInfoString(out, "{\"authTag\":\"");
 	queen_b64_append(out, tag, QUEEN_TAG_LEN);
@@ -324,9 +346,15 @@ queen_open_with(const uint8 *key, const uint8 *iv, const uint8 *data, int len,
 	int			start = out->len;
 
 	enlargeStringInfo(out, len + 1);
-	if (EVP_DecryptInit_ex(queen_cipher, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
-		EVP_CIPHER_CTX_ctrl(queen_cipher, EVP_CTRL_GCM_SET_IVLEN, QUEEN_NONCE_LEN, NULL) != 1 ||
-		EVP_DecryptInit_ex(queen_cipher, NULL, NULL, key, iv) != 1)
+	/* the cipher once; the key and IV per envelope (two keys may take turns) */
+	if (!queen_opener_ready)
+	{
+		if (EVP_DecryptInit_ex(queen_cipher, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
+			EVP_CIPHER_CTX_ctrl(queen_cipher, EVP_CTRL_GCM_SET_IVLEN, QUEEN_NONCE_LEN, NULL) != 1)
+			queen_cipher_failed("set-up");
+		queen_opener_ready = true;
+	}
+	if (EVP_DecryptInit_ex(queen_cipher, NULL, NULL, key, iv) != 1)
 		queen_cipher_failed("set-up");
 	if ((len > 0 && EVP_DecryptUpdate(queen_cipher, (uint8 *) out->data + start, &n,
 									  data, len) != 1) ||

@@ -43,6 +43,7 @@ struct QueenHttpRequest
 	MemoryContext mcxt;			/* freed once the response is queued */
 	void	   *handler_data;	/* free for the handler */
 	const char *subject;		/* who the router authenticated, or NULL */
+	uint8		tenant[16];		/* the tenant the router placed it in (a UUID) */
 	/* http.c keeps its own state behind this struct */
 };
 

@@ -71,7 +71,7 @@ void
 queen_control_send(QueenPending *p, const char *arg, Size arglen)
 {
 	StringInfo	msg = queen_listener_message_new();
-	QueenWireControl m = {p->id, p->op, (const char *) queen_listener_tenant.data,
+	QueenWireControl m = {p->id, p->op, (const char *) p->http->tenant,
 	{arg, (uint32) arglen}};
 
 	queen_wire_put(msg, QUEEN_MSG_CONTROL, &m);
@@ -215,7 +215,11 @@ queen_handle_metrics(QueenHttpRequest *req, const QueenRouteParams *params)
 
 	(void) params;
 	initStringInfo(&buf);
+	/* with tenants, a tenant sees its own queues' series only */
+	if (queen_tenant_header != NULL && queen_tenant_header[0] != '\0')
+		queen_metrics_tenant = queen_req_tenant(req);
 	queen_metrics_render(&buf);
+	queen_metrics_tenant = NULL;
 	queen_http_stats(queen_listener_http, &stats);
 	queen_listener_metric(&buf, "queen_http_connections_open", "gauge",
 						  "HTTP connections open on this listener.", stats.open);

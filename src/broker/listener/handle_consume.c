@@ -224,13 +224,13 @@ queen_handle_pop(QueenHttpRequest *req, const QueenRouteParams *params)
 	{
 		/* one partition: its owner; a queue's partitions: any shard, in turn (-1) */
 		shard = partition != NULL ?
-			queen_shard_of(&queen_listener_tenant, queue, qlen, partition, plen,
+			queen_shard_of(queen_req_tenant(req), queue, qlen, partition, plen,
 						   queen_broker->nshards) : -1;
-		slot = queen_wake_slot(&queen_listener_tenant, queue, qlen);
+		slot = queen_wake_slot(queen_req_tenant(req), queue, qlen);
 	}
 	else
 	{
-		shard = queen_shard_of(&queen_listener_tenant, m.namespace_name.len ? m.namespace_name.data : "",
+		shard = queen_shard_of(queen_req_tenant(req), m.namespace_name.len ? m.namespace_name.data : "",
 							   m.namespace_name.len, m.task.len ? m.task.data : "", m.task.len,
 							   queen_broker->nshards);
 		slot = -1;

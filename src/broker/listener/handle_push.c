@@ -160,6 +160,7 @@ queen_push_parse(QueenHttpRequest *req)
 
 	r = palloc0(sizeof(QueenPushRequest));
 	r->subject = req->subject;
+	r->tenant = *queen_req_tenant(req);
 	problem = queen_parse_push_body(req->body, req->body_len, queen_max_push_items,
 									&r->items, &r->nitems, &too_many);
 	MemoryContextSwitchTo(old);
@@ -235,7 +236,7 @@ queen_push_group_shard(const QueenPushRequest *r, const QueenReqGroup *g)
 {
 	const QueenHttpItem *first = &r->items[g->items[0]];
 
-	return queen_shard_of(&queen_listener_tenant, first->queue, first->queue_len,
+	return queen_shard_of(&r->tenant, first->queue, first->queue_len,
 						  first->partition, first->partition_len,
 						  queen_broker->nshards);
 }
@@ -256,7 +257,7 @@ queen_push_send_group(QueenPushRequest *r, uint64 id, int group)
 	if (need < MaxAllocSize)
 		enlargeStringInfo(msg, (int) need);
 	{
-		QueenWirePush m = {id, (uint32) group, (const char *) queen_listener_tenant.data,
+		QueenWirePush m = {id, (uint32) group, (const char *) r->tenant.data,
 			{first->queue, (uint32) first->queue_len},
 			{first->partition, (uint32) first->partition_len},
 		(uint32) g->nitems};

@@ -475,7 +475,7 @@ queen_handle_stream_cycle(QueenHttpRequest *req, const QueenRouteParams *params)
 	{
 		queen_txn_put_push(&arg, &pushes[i], req->subject);
 		if (shard < 0)
-			shard = queen_shard_of(&queen_listener_tenant, pushes[i].queue, pushes[i].queue_len,
+			shard = queen_shard_of(queen_req_tenant(req), pushes[i].queue, pushes[i].queue_len,
 								   pushes[i].partition, pushes[i].partition_len,
 								   queen_broker->nshards);
 	}

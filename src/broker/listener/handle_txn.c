@@ -420,7 +420,7 @@ queen_handle_transaction(QueenHttpRequest *req, const QueenRouteParams *params)
 		{
 			queen_txn_put_push(&arg, &op->push, req->subject);
 			if (shard < 0)
-				shard = queen_shard_of(&queen_listener_tenant, op->push.queue, op->push.queue_len,
+				shard = queen_shard_of(queen_req_tenant(req), op->push.queue, op->push.queue_len,
 									   op->push.partition, op->push.partition_len,
 									   queen_broker->nshards);
 		}

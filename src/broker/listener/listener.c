@@ -307,7 +307,7 @@ queen_spool_unknown(List *entries, int shard)
 				continue;
 			resetStringInfo(&frames);
 			queen_push_group_frames(&frames, r, g);
-			rec.tenant = queen_listener_tenant;
+			rec.tenant = r->tenant;
 			rec.queue = first->queue;
 			rec.qlen = (uint16) first->queue_len;
 			rec.partition = first->partition;

@@ -52,6 +52,7 @@ typedef struct QueenPushRequest
 	int			unavailable;	/* groups answered "database not there" */
 	bool		spool_failed;	/* maintenance mode, and the spool failed */
 	const char *subject;		/* the token's sub, stamped as producerSub */
+	pg_uuid_t	tenant;			/* the request's (routes.c) */
 } QueenPushRequest;
 
 typedef struct QueenPending
@@ -70,6 +71,13 @@ extern int	queen_listener_index;
 extern QueenHttpServer *queen_listener_http;
 extern bool queen_listener_closing;
 extern pg_uuid_t queen_listener_tenant;
+
+/* The tenant a request was placed in (routes.c). */
+static inline const pg_uuid_t *
+queen_req_tenant(const QueenHttpRequest *req)
+{
+	return (const pg_uuid_t *) req->tenant;
+}
 
 /* listener.c: shards and the pending table */
 extern bool queen_listener_shard_ready(int shard);

@@ -212,14 +212,14 @@ queen_longpoll_gauges(void)
  * change what a delivery holds, not whether there is one.
  */
 static void
-queen_line_key(const char *arg, Size arglen, QueenLineKey *key)
+queen_line_key(const pg_uuid_t *tenant, const char *arg, Size arglen, QueenLineKey *key)
 {
 	QueenMsgReader r;
 	QueenArgsPop m;
 	StringInfoData buf;
 
 	initStringInfo(&buf);
-	appendBinaryStringInfo(&buf, (const char *) queen_listener_tenant.data, UUID_LEN);
+	appendBinaryStringInfo(&buf, (const char *) tenant->data, UUID_LEN);
 	queen_wire_reader(&r, arg, arglen);
 	if (queen_control_get_args(&r, QUEEN_CONTROL_POP, &m))
 	{
@@ -253,7 +253,7 @@ queen_pop_wait_new(QueenHttpRequest *req, const char *arg, Size arglen, int shar
 	w->wait = wait;
 	w->deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait ? timeout_ms : 0);
 	if (wait)
-		queen_line_key(arg, arglen, &w->key);
+		queen_line_key(queen_req_tenant(req), arg, arglen, &w->key);
 	return w;
 }
 

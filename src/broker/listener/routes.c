@@ -21,6 +21,7 @@
 
 #include "broker.h"
 #include "codec.h"
+#include "listener.h"
 #include "render.h"
 #include "routes.h"
 
@@ -326,6 +327,34 @@ queen_route_param(const QueenRouteParams *params, const char *name, Size *len)
 	return NULL;
 }
 
+/*
+ * The request's tenant: the default one, or with queen.tenant_header set
+ * (by an operator whose proxy sets that header and strips what clients
+ * send) the UUID it carries.  False once answered 400.
+ */
+static bool
+queen_route_tenant(QueenHttpRequest *req)
+{
+	const char *value = NULL;
+	pg_uuid_t	tenant;
+
+	if (queen_tenant_header != NULL && queen_tenant_header[0] != '\0')
+		value = queen_http_header(req, queen_tenant_header);
+	if (value == NULL)
+	{
+		memcpy(req->tenant, queen_listener_tenant.data, UUID_LEN);
+		return true;
+	}
+	if (!queen_uuid_parse(value, &tenant))
+	{
+		queen_respond_error(req, 400, psprintf("the %s header must be a tenant's UUID",
+											   queen_tenant_header));
+		return false;
+	}
+	memcpy(req->tenant, tenant.data, UUID_LEN);
+	return true;
+}
+
 /* The HTTP layer's handler: every request of the listener comes here. */
 void
 queen_route_request(QueenHttpRequest *req, void *arg)
@@ -364,7 +393,7 @@ queen_route_request(QueenHttpRequest *req, void *arg)
 		return;
 	}
 	/* who may: answered 401 or 403 here, before the route reads anything */
-	if (!queen_auth_request(req, chosen->access))
+	if (!queen_auth_request(req, chosen->access) || !queen_route_tenant(req))
 		return;
 	queen_route_decode(req, spans, nspans, &params);
 	params.arg = chosen->arg;

@@ -185,6 +185,9 @@ queen_queues_render(StringInfo out, const QueenQueueEntry *queues, int nq, bool 
 			int64		v = k == 0 ? queues[i].messages : k == 1 ? queues[i].pending :
 				k == 2 ? queues[i].dead_letters : queues[i].max_lag_seconds;
 
+			if (queen_metrics_tenant != NULL &&
+				memcmp(queen_metrics_tenant->data, queues[i].tenant.data, UUID_LEN) != 0)
+				continue;
 			queen_uuid_format(&queues[i].tenant, tenant);
 			appendStringInfo(out, "%s{", names[k]);
 			queen_metric_label(out, "tenant", tenant);
@@ -254,6 +257,9 @@ queen_lag_render(StringInfo out)
 		{
 			char		tenant[UUID_LEN * 2 + 5];
 
+			if (queen_metrics_tenant != NULL &&
+				memcmp(queen_metrics_tenant->data, rows[i].tenant.data, UUID_LEN) != 0)
+				continue;
 			queen_uuid_format(&rows[i].tenant, tenant);
 			appendStringInfo(out, "%s{", name);
 			queen_metric_label(out, "tenant", tenant);
