@@ -3,7 +3,8 @@
  * log_lock.c
  *	  The pre-lock of partitions whose ids are known, from C: a primary key
  *	  lookup and a row lock per partition, what SELECT ... FOR NO KEY UPDATE
- *	  does, without a statement.
+ *	  does, without a statement; and what a pre-lock statement's row says,
+ *	  for the paths that take the statement.
  *
  * Through SPI that statement was the largest piece of a one-message push:
  * its executor start-up alone cost more than the lookups and the lock
@@ -281,4 +282,29 @@ queen_lock_partitions(QueenTarget **targets, int n)
 	PopActiveSnapshot();
 	pfree(tids);
 	return result;
+}
+
+/* The pre-lock's ctid column: where the row it locked lies. */
+static void
+queen_get_tid(HeapTuple tuple, TupleDesc desc, int col, QueenTarget *t)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+
+	t->tid_valid = !isnull;
+	if (!isnull)
+		ItemPointerCopy((ItemPointer) DatumGetPointer(d), &t->tid);
+}
+
+/* What a pre-lock statement's row (its columns 3 to 8) says of t's partition. */
+void
+queen_target_from_row(QueenTarget *t, HeapTuple tuple, TupleDesc desc)
+{
+	t->queue_window = queen_get_int32(tuple, desc, 3);
+	t->window = t->seg->window_set ? t->seg->window_in : t->queue_window;
+	t->last_offset = queen_get_int64(tuple, desc, 4);
+	t->txns_start = queen_get_int64(tuple, desc, 5);
+	t->generation = queen_get_timestamptz(tuple, desc, 6);
+	queen_get_tid(tuple, desc, 7, t);
+	t->queue_encrypted = queen_get_bool(tuple, desc, 8);
 }

@@ -324,18 +324,6 @@ queen_target_pid_cmp(const void *a, const void *b)
 	return queen_uuid_cmp(&x->pid, &y->pid);
 }
 
-/* The pre-lock's ctid column: where the row it locked lies. */
-static void
-queen_get_tid(HeapTuple tuple, TupleDesc desc, int col, QueenTarget *t)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
-
-	t->tid_valid = !isnull;
-	if (!isnull)
-		ItemPointerCopy((ItemPointer) DatumGetPointer(d), &t->tid);
-}
-
 /*
  * The allocator UPDATE statement for targets (ascending id) the update from
  * C left: offsets and created_at into each segment.  With
@@ -676,19 +664,6 @@ queen_prelock_by_name(const QueenSegment *segs, int nsegs)
 				 errmsg("resolved %llu of %d segments to partitions",
 						(unsigned long long) SPI_processed, nsegs),
 				 errdetail("Every segment must name a queue and partition that exist or can be created.")));
-}
-
-/* What a pre-lock statement's row (its columns 3 to 8) says of t's partition. */
-static void
-queen_target_from_row(QueenTarget *t, HeapTuple tuple, TupleDesc desc)
-{
-	t->queue_window = queen_get_int32(tuple, desc, 3);
-	t->window = t->seg->window_set ? t->seg->window_in : t->queue_window;
-	t->last_offset = queen_get_int64(tuple, desc, 4);
-	t->txns_start = queen_get_int64(tuple, desc, 5);
-	t->generation = queen_get_timestamptz(tuple, desc, 6);
-	queen_get_tid(tuple, desc, 7, t);
-	t->queue_encrypted = queen_get_bool(tuple, desc, 8);
 }
 
 /*

@@ -15,6 +15,8 @@
 
 #include "log_write.h"
 
+#include "access/htup.h"
+#include "access/tupdesc.h"
 #include "nodes/parsenodes.h"
 #include "storage/itemptr.h"
 #include "utils/relcache.h"
@@ -63,6 +65,7 @@ typedef enum QueenLockResult
 } QueenLockResult;
 
 extern QueenLockResult queen_lock_partitions(QueenTarget **targets, int n);
+extern void queen_target_from_row(QueenTarget *t, HeapTuple tuple, TupleDesc desc);
 
 /* Partitions this transaction already holds (log_deferred.c). */
 extern void queen_own_locked(const QueenTarget *t, bool described);
