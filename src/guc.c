@@ -234,36 +234,6 @@ queen_define_core_gucs(void)
 	if (tenant_set_before != NULL && strcmp(tenant_set_before, queen_tenant_setting) != 0)
 		queen_tenant_refused = MemoryContextStrdup(TopMemoryContext, tenant_set_before);
 
-	/*
-	 * The keys: read in every process that seals or opens (pushes, pops,
-	 * reads, the spool), shown to superusers only.  A superuser may SET
-	 * them for a session (the tests do); everyone else uses the server's.
-	 */
-	DefineCustomStringVariable("queen.encryption_key",
-							   "Key that seals the payloads of encrypted queues (encryptionEnabled).",
-							   "64 hexadecimal characters: an AES-256 key. Without a usable key pushes to encrypted queues are refused.",
-							   &queen_encryption_key_setting,
-							   "",
-							   PGC_SUSET,
-							   GUC_SUPERUSER_ONLY,
-							   NULL, queen_keys_assign, NULL);
-	DefineCustomStringVariable("queen.encryption_key_previous",
-							   "The key before the last rotation: it opens what it sealed, and seals nothing.",
-							   "64 hexadecimal characters, or empty.",
-							   &queen_encryption_key_previous_setting,
-							   "",
-							   PGC_SUSET,
-							   GUC_SUPERUSER_ONLY,
-							   NULL, queen_keys_assign, NULL);
-	DefineCustomStringVariable("queen.encryption_key_file",
-							   "File holding the encryption key, used when queen.encryption_key is empty.",
-							   "Relative to the data directory. The key on its first line, the previous key on an optional second; only its owner may read it.",
-							   &queen_encryption_key_file_setting,
-							   "",
-							   PGC_SUSET,
-							   GUC_SUPERUSER_ONLY,
-							   NULL, queen_keys_assign, NULL);
-
 	DefineCustomIntVariable("queen.pop_max_bytes",
 							"Most a pop delivers at once, in bytes of messages and their keys.",
 							"The first message is delivered whatever its size; the claim stops before the one that would pass this, so a deep backlog of big messages costs a pop this much memory, not the whole batch.",
@@ -357,6 +327,41 @@ queen_phases_assign(const char *newval, void *extra)
 	(void) newval;
 	if (extra != NULL)
 		queen_retention_phases = *(int *) extra;
+}
+
+/* Encryption at rest (core/crypto.c): the keys. */
+static void
+queen_define_crypto_gucs(void)
+{
+	/*
+	 * The keys: read in every process that seals or opens (pushes, pops,
+	 * reads, the spool), shown to superusers only.  A superuser may SET
+	 * them for a session (the tests do); everyone else uses the server's.
+	 */
+	DefineCustomStringVariable("queen.encryption_key",
+							   "Key that seals the payloads of encrypted queues (encryptionEnabled).",
+							   "64 hexadecimal characters: an AES-256 key. Without a usable key pushes to encrypted queues are refused.",
+							   &queen_encryption_key_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_keys_assign, NULL);
+	DefineCustomStringVariable("queen.encryption_key_previous",
+							   "The key before the last rotation: it opens what it sealed, and seals nothing.",
+							   "64 hexadecimal characters, or empty.",
+							   &queen_encryption_key_previous_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_keys_assign, NULL);
+	DefineCustomStringVariable("queen.encryption_key_file",
+							   "File holding the encryption key, used when queen.encryption_key is empty.",
+							   "Relative to the data directory. The key on its first line, the previous key on an optional second; only its owner may read it.",
+							   &queen_encryption_key_file_setting,
+							   "",
+							   PGC_SUSET,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, queen_keys_assign, NULL);
 }
 
 /*
@@ -759,6 +764,7 @@ queen_define_gucs(void)
 		PGC_POSTMASTER : PGC_SIGHUP;
 
 	queen_define_core_gucs();
+	queen_define_crypto_gucs();
 	queen_define_retention_gucs();
 	queen_define_broker_layout_gucs(fixed_at_start);
 	queen_define_fusion_gucs();

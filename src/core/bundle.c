@@ -35,10 +35,10 @@
 #include "crypto.h"
 #include "log_read.h"
 #include "log_write.h"
+#include "spi.h"
 
 #include "common/hashfn.h"
 #include "utils/hsearch.h"
-#include "utils/memutils.h"
 
 /* ----------------------------------------------------------------
  *		Layer 1 and grouping, before a bundle
@@ -215,6 +215,7 @@ typedef struct QueenSealHint
 } QueenSealHint;
 
 static HTAB *queen_seal_hints = NULL;
+static MemoryContext queen_seal_cxt = NULL;
 
 static uint64
 queen_seal_key(const QueenBundleGroup *g)
@@ -228,23 +229,11 @@ queen_seal_hint(const QueenBundleGroup *g, bool create)
 {
 	uint64		key = queen_seal_key(g);
 
-	if (queen_seal_hints == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(uint64);
-		ctl.entrysize = sizeof(QueenSealHint);
-		ctl.hcxt = TopMemoryContext;
-		queen_seal_hints = hash_create("queen seal hints", 64, &ctl,
-									   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
-	if (create && hash_get_num_entries(queen_seal_hints) >= 65536)
-	{
-		/* a hint, not a catalogue: start again rather than grow without end */
-		hash_destroy(queen_seal_hints);
-		queen_seal_hints = NULL;
-		return queen_seal_hint(g, create);
-	}
+	/* a hint, not a catalogue: past 65,536 queues it starts again rather than grow */
+	if (queen_seal_hints == NULL ||
+		(create && hash_get_num_entries(queen_seal_hints) >= 65536))
+		queen_seal_hints = queen_process_hash("queen seal hints", sizeof(uint64),
+											  sizeof(QueenSealHint), 64, &queen_seal_cxt);
 	return hash_search(queen_seal_hints, &key, create ? HASH_ENTER : HASH_FIND, NULL);
 }
 
@@ -435,14 +424,152 @@ queen_bundle_group_init(QueenBundleGroup *bg, const pg_uuid_t *tenant, const cha
 }
 
 /*
+ * One round's segments: every group with frames pending, sealed or opened
+ * as it goes, or refused when it must be sealed and no key can.  Returns
+ * how many; round[i] is segs[i]'s group.
+ */
+static int
+queen_bundle_round(QueenBundleGroup *groups, int ngroups, QueenSegment *segs,
+				   QueenBundleGroup **round)
+{
+	int			nround = 0;
+	int			i;
+
+	for (i = 0; i < ngroups; i++)
+	{
+		const char *problem;
+
+		if (groups[i].npending == 0)
+			continue;
+		if (groups[i].seal && (problem = queen_crypto_problem()) != NULL)
+		{
+			queen_bundle_refuse(&groups[i], problem);
+			continue;
+		}
+		queen_bundle_reseal(&groups[i]);
+		queen_bundle_build(&groups[i], &segs[nround]);
+		round[nround++] = &groups[i];
+	}
+	return nround;
+}
+
+/*
+ * What the allocator said of a group's segment, into its frames: queued
+ * (the group is done), duplicate (the rest go round again, vouched up to
+ * what the probe covered) or reseal (all go round again, sealed or opened
+ * as the queue now says).
+ */
+static void
+queen_bundle_verdict(QueenBundleGroup *g, const QueenSegment *seg)
+{
+	int			kept = 0,
+				d = 0;
+	int			k;
+
+	g->partition_id = seg->partition_id;
+	if (seg->status == QUEEN_SEGMENT_RESEAL)
+	{
+		if (++g->reseals > 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("queue \"%s\" turned encryption on and off during one push",
+							g->queue),
+					 errhint("Push again.")));
+		g->seal = seg->queue_encrypted;
+		queen_seal_learn(g, g->seal);
+		return;
+	}
+	if (g->seal != seg->queue_encrypted)
+		elog(ERROR, "queen: a segment was written sealed as its queue is not");
+	if (seg->status == QUEEN_SEGMENT_QUEUED)
+	{
+		for (k = 0; k < g->npending; k++)
+		{
+			QueenBundleFrame *f = &g->frames[g->pending[k]];
+
+			f->status = QUEEN_SEGMENT_QUEUED;
+			f->offset = seg->base_offset + k;
+			f->created_at = seg->created_at;
+			f->created_known = true;
+		}
+		g->npending = 0;
+		g->nsegments++;
+		return;
+	}
+
+	/* dups are ascending by frame index */
+	for (k = 0; k < g->npending; k++)
+	{
+		QueenBundleFrame *f = &g->frames[g->pending[k]];
+
+		if (d < seg->ndups && seg->dups[d].index == k)
+		{
+			f->status = QUEEN_SEGMENT_DUPLICATE;
+			f->offset = seg->dups[d].offset;
+			d++;
+		}
+		else
+			g->pending[kept++] = g->pending[k];
+	}
+	if (kept == g->npending)
+		elog(ERROR, "queen: duplicate verdict named no frame");
+	g->npending = kept;
+	g->verified = seg->probed_upto;
+}
+
+/* After the last round: originals' ids for duplicates, leaders' verdicts for followers. */
+static void
+queen_bundle_finish(QueenBundleGroup *g)
+{
+	int			k;
+
+	/* Duplicates of stored messages report the original's id and time. */
+	for (k = 0; k < g->nframes; k++)
+	{
+		QueenBundleFrame *f = &g->frames[k];
+
+		if (f->leader >= 0 || f->status != QUEEN_SEGMENT_DUPLICATE)
+			continue;
+		if (queen_resolve_message(&g->partition_id, f->offset,
+								  &f->message_id, &f->created_at))
+			f->created_known = true;
+		else
+			memset(f->message_id.data, 0, UUID_LEN);	/* retained away */
+	}
+
+	/*
+	 * Followers inherit their leader's final verdict, as duplicates; a
+	 * refused leader's followers are refused with it.
+	 */
+	for (k = 0; k < g->nframes; k++)
+	{
+		QueenBundleFrame *f = &g->frames[k];
+		QueenBundleFrame *leader;
+
+		if (f->leader < 0)
+			continue;
+		leader = &g->frames[f->leader];
+		f->status = leader->status == QUEEN_SEGMENT_REFUSED ?
+			QUEEN_SEGMENT_REFUSED : QUEEN_SEGMENT_DUPLICATE;
+		f->message_id = leader->message_id;
+		f->offset = leader->offset;
+		f->created_at = leader->created_at;
+		f->created_known = leader->created_known;
+	}
+	pfree(g->pending);
+	g->pending = NULL;
+}
+
+/*
  * Store the groups' frames as one bundle in the current transaction and
  * fill in every frame's verdict.  Groups must name distinct partitions.
  */
 void
 queen_bundle_push(QueenBundleGroup *groups, int ngroups)
 {
-	QueenSegment *segs;
-	QueenBundleGroup **round;
+	QueenSegment *segs = palloc(sizeof(QueenSegment) * Max(ngroups, 1));
+	QueenBundleGroup **round = palloc(sizeof(QueenBundleGroup *) * Max(ngroups, 1));
+	int			nround;
 	int			i;
 
 	for (i = 0; i < ngroups; i++)
@@ -456,138 +583,19 @@ queen_bundle_push(QueenBundleGroup *groups, int ngroups)
 		queen_bundle_layer2(&groups[i]);
 	}
 
-	segs = palloc(sizeof(QueenSegment) * Max(ngroups, 1));
-	round = palloc(sizeof(QueenBundleGroup *) * Max(ngroups, 1));
-	for (;;)
+	while ((nround = queen_bundle_round(groups, ngroups, segs, round)) > 0)
 	{
-		int			nround = 0;
-
-		for (i = 0; i < ngroups; i++)
-		{
-			const char *problem;
-
-			if (groups[i].npending == 0)
-				continue;
-			if (groups[i].seal && (problem = queen_crypto_problem()) != NULL)
-			{
-				queen_bundle_refuse(&groups[i], problem);
-				continue;
-			}
-			queen_bundle_reseal(&groups[i]);
-			queen_bundle_build(&groups[i], &segs[nround]);
-			round[nround++] = &groups[i];
-		}
-		if (nround == 0)
-			break;
-
 		queen_push_bundle(segs, nround);
-
 		for (i = 0; i < nround; i++)
 		{
-			QueenBundleGroup *g = round[i];
-			QueenSegment *seg = &segs[i];
-			int			k;
-
-			pfree(seg->blob);
-			pfree(seg->hashes);
-			g->partition_id = seg->partition_id;
-			if (seg->status == QUEEN_SEGMENT_RESEAL)
-			{
-				/* nothing written: again, as the queue says now */
-				if (++g->reseals > 2)
-					ereport(ERROR,
-							(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-							 errmsg("queue \"%s\" turned encryption on and off during one push",
-									g->queue),
-							 errhint("Push again.")));
-				g->seal = seg->queue_encrypted;
-				queen_seal_learn(g, g->seal);
-				continue;
-			}
-			if (g->seal != seg->queue_encrypted)
-				elog(ERROR, "queen: a segment was written sealed as its queue is not");
-			if (seg->status == QUEEN_SEGMENT_QUEUED)
-			{
-				for (k = 0; k < g->npending; k++)
-				{
-					QueenBundleFrame *f = &g->frames[g->pending[k]];
-
-					f->status = QUEEN_SEGMENT_QUEUED;
-					f->offset = seg->base_offset + k;
-					f->created_at = seg->created_at;
-					f->created_known = true;
-				}
-				g->npending = 0;
-				g->nsegments++;
-			}
-			else
-			{
-				int			kept = 0,
-							d = 0;
-
-				/* dups are ascending by frame index */
-				for (k = 0; k < g->npending; k++)
-				{
-					QueenBundleFrame *f = &g->frames[g->pending[k]];
-
-					if (d < seg->ndups && seg->dups[d].index == k)
-					{
-						f->status = QUEEN_SEGMENT_DUPLICATE;
-						f->offset = seg->dups[d].offset;
-						d++;
-					}
-					else
-						g->pending[kept++] = g->pending[k];
-				}
-				if (kept == g->npending)
-					elog(ERROR, "queen: duplicate verdict named no frame");
-				g->npending = kept;
-				g->verified = seg->probed_upto;
-			}
+			pfree(segs[i].blob);
+			pfree(segs[i].hashes);
+			queen_bundle_verdict(round[i], &segs[i]);
 		}
 	}
 
 	for (i = 0; i < ngroups; i++)
-	{
-		QueenBundleGroup *g = &groups[i];
-		int			k;
-
-		/* Duplicates of stored messages report the original's id and time. */
-		for (k = 0; k < g->nframes; k++)
-		{
-			QueenBundleFrame *f = &g->frames[k];
-
-			if (f->leader >= 0 || f->status != QUEEN_SEGMENT_DUPLICATE)
-				continue;
-			if (queen_resolve_message(&g->partition_id, f->offset,
-									  &f->message_id, &f->created_at))
-				f->created_known = true;
-			else
-				memset(f->message_id.data, 0, UUID_LEN);	/* retained away */
-		}
-
-		/*
-		 * Followers inherit their leader's final verdict, as duplicates; a
-		 * refused leader's followers are refused with it.
-		 */
-		for (k = 0; k < g->nframes; k++)
-		{
-			QueenBundleFrame *f = &g->frames[k];
-			QueenBundleFrame *leader;
-
-			if (f->leader < 0)
-				continue;
-			leader = &g->frames[f->leader];
-			f->status = leader->status == QUEEN_SEGMENT_REFUSED ?
-				QUEEN_SEGMENT_REFUSED : QUEEN_SEGMENT_DUPLICATE;
-			f->message_id = leader->message_id;
-			f->offset = leader->offset;
-			f->created_at = leader->created_at;
-			f->created_known = leader->created_known;
-		}
-		pfree(g->pending);
-		g->pending = NULL;
-	}
+		queen_bundle_finish(&groups[i]);
 	pfree(segs);
 	pfree(round);
 }

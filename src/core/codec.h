@@ -74,6 +74,17 @@ typedef struct QueenFrame
 	uint32		payload_len;
 } QueenFrame;
 
+/* A frame's producer subject (flag 2), or none for NULL. */
+static inline void
+queen_frame_set_producer(QueenFrame *frame, const char *subject)
+{
+	if (subject == NULL)
+		return;
+	frame->flags |= QUEEN_FRAME_PRODUCER;
+	frame->producer_sub = subject;
+	frame->producer_sub_len = (uint16) strlen(subject);
+}
+
 extern size_t queen_frame_size(const QueenFrame *frame);
 extern void queen_frame_append(StringInfo buf, const QueenFrame *frame);
 extern const char *queen_frame_decode(const char *buf, size_t len, size_t *pos,

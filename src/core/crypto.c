@@ -109,13 +109,13 @@ queen_key_parse(const char *text, uint8 *out)
 /*
  * The key file: the key on its first line, the previous key on an optional
  * second.  Like a server's TLS key it must be a regular file no one but its
- * owner can read.  Returns the problem, or NULL.
+ * owner can read.  A relative path is the data directory's, every server
+ * process's working directory (as queen.spool_directory's).  Returns the
+ * problem, or NULL.
  */
 static char *
-queen_keys_from_file(const char *setting, QueenKeys *k)
+queen_keys_from_file(const char *path, QueenKeys *k)
 {
-	char	   *path = is_absolute_path(setting) ? pstrdup(setting) :
-		psprintf("%s/%s", DataDir, setting);
 	struct stat st;
 	FILE	   *f;
 	char		line[2][256];
@@ -214,9 +214,6 @@ queen_key_file_stale(void)
 {
 	TimestampTz now;
 	struct stat st;
-	const char *setting = queen_encryption_key_file_setting;
-	char	   *path;
-	bool		stale;
 
 	if (!queen_keys.from_file)
 		return false;
@@ -226,12 +223,9 @@ queen_key_file_stale(void)
 	queen_keys.checked_at = now;
 	if (queen_keys.problem != NULL)
 		return true;
-	path = is_absolute_path(setting) ? pstrdup(setting) : psprintf("%s/%s", DataDir, setting);
-	stale = stat(path, &st) != 0 ||
+	return stat(queen_encryption_key_file_setting, &st) != 0 ||
 		st.st_mtim.tv_sec != queen_keys.file_mtime.tv_sec ||
 		st.st_mtim.tv_nsec != queen_keys.file_mtime.tv_nsec;
-	pfree(path);
-	return stale;
 }
 
 const char *

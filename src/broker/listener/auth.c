@@ -72,8 +72,7 @@ queen_auth_enabled(void)
 static void
 queen_jwt_load(void)
 {
-	const char *setting = queen_jwt_public_key_file;
-	char	   *path;
+	const char *path = queen_jwt_public_key_file;
 	FILE	   *f;
 
 	if (queen_jwt_key != NULL)
@@ -83,10 +82,10 @@ queen_jwt_load(void)
 		pfree(queen_jwt_key_problem);
 	queen_jwt_key_problem = NULL;
 	queen_jwt_loaded = true;
-	if (setting == NULL || setting[0] == '\0')
+	if (path == NULL || path[0] == '\0')
 		return;
 
-	path = is_absolute_path(setting) ? pstrdup(setting) : psprintf("%s/%s", DataDir, setting);
+	/* relative: the data directory's, the working directory of every server process */
 	f = fopen(path, "r");
 	if (f != NULL)
 	{
@@ -104,7 +103,6 @@ queen_jwt_load(void)
 		queen_jwt_key_problem = MemoryContextStrdup(TopMemoryContext,
 													psprintf("queen.jwt_public_key_file \"%s\" is neither an RSA nor an Ed25519 key", path));
 	}
-	pfree(path);
 }
 
 /* Why tokens signed with the public key cannot be checked, or NULL. */

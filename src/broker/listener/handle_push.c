@@ -128,12 +128,7 @@ queen_push_group_frames(StringInfo out, const QueenPushRequest *r, const QueenRe
 		frame.txn = r->txns[it];
 		frame.txn_len = (uint16) strlen(r->txns[it]);
 		/* the token's subject, never what the client wrote (auth.c) */
-		if (r->subject != NULL)
-		{
-			frame.flags |= QUEEN_FRAME_PRODUCER;
-			frame.producer_sub = r->subject;
-			frame.producer_sub_len = (uint16) strlen(r->subject);
-		}
+		queen_frame_set_producer(&frame, r->subject);
 		frame.payload = r->items[it].payload;
 		frame.payload_len = (uint32) r->items[it].payload_len;
 		queen_frame_append(out, &frame);

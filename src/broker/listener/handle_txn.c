@@ -342,12 +342,7 @@ queen_txn_put_push(StringInfo arg, const QueenHttpItem *item, const char *subjec
 	}
 	frame.txn = txn;
 	frame.txn_len = (uint16) strlen(txn);
-	if (subject != NULL)
-	{
-		frame.flags |= QUEEN_FRAME_PRODUCER;
-		frame.producer_sub = subject;
-		frame.producer_sub_len = (uint16) strlen(subject);
-	}
+	queen_frame_set_producer(&frame, subject);
 	frame.payload = item->payload;
 	frame.payload_len = (uint32) item->payload_len;
 	initStringInfo(&packed);
