@@ -1,8 +1,14 @@
--- A role pushes with exactly the table privileges the same INSERTs and
--- UPDATEs would need: the allocator inserts the segment and hash rows from C,
--- and checks the INSERT privilege on both tables as a statement would.
+-- The push functions ship SECURITY DEFINER, for the roles of sql/roles.  Run
+-- with the caller's rights instead (a DBA may ALTER FUNCTION them so), a push
+-- still never bypasses the caller's table privileges, row-level security,
+-- triggers or constraints: the allocator inserts the segment and hash rows
+-- from C and checks what the same INSERTs and UPDATEs would need.
+ALTER FUNCTION queen.push(text, jsonb, text, text) SECURITY INVOKER RESET search_path;
+ALTER FUNCTION queen.push(jsonb) SECURITY INVOKER RESET search_path;
 CREATE ROLE regress_queen_pusher;
 GRANT USAGE ON SCHEMA queen TO regress_queen_pusher;
+GRANT EXECUTE ON FUNCTION queen.push(text, jsonb, text, text), queen.push(jsonb),
+	queen.read(text, text, bigint, integer) TO regress_queen_pusher;
 GRANT SELECT, INSERT, UPDATE ON queen.queues, queen.log_partitions TO regress_queen_pusher;
 GRANT SELECT, INSERT ON queen.log_txns TO regress_queen_pusher;
 GRANT SELECT ON queen.log_segments TO regress_queen_pusher;
@@ -126,5 +132,9 @@ DROP FUNCTION regress_note_insert();
 DROP FUNCTION pg_temp.try_push(text);
 
 REVOKE ALL ON queen.queues, queen.log_partitions, queen.log_txns, queen.log_segments FROM regress_queen_pusher;
+REVOKE ALL ON FUNCTION queen.push(text, jsonb, text, text), queen.push(jsonb),
+	queen.read(text, text, bigint, integer) FROM regress_queen_pusher;
 REVOKE USAGE ON SCHEMA queen FROM regress_queen_pusher;
 DROP ROLE regress_queen_pusher;
+ALTER FUNCTION queen.push(text, jsonb, text, text) SECURITY DEFINER SET search_path = pg_catalog, queen, pg_temp;
+ALTER FUNCTION queen.push(jsonb) SECURITY DEFINER SET search_path = pg_catalog, queen, pg_temp;
