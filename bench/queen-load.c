@@ -67,6 +67,7 @@ static int	opt_partitions = 1;
 static int	opt_part_random = 1;
 static int	opt_items = 1;
 static int	opt_payload_bytes = 64;
+static int	opt_pad_random = 0;
 static char *opt_txn_prefix = NULL;
 static int	opt_no_txn = 0;
 static long opt_dup_every = 0;
@@ -188,6 +189,7 @@ static size_t hdr_reserve;
 static char *item_head;			/* {"queue":"Q","partition":"p */
 static size_t item_head_len;
 static char *pad_src;
+#define PAD_POOL 65536
 static size_t reqbuf_cap;
 static char *fixed_req;			/* --body-file: whole request */
 static size_t fixed_req_len;
@@ -427,8 +429,10 @@ build_request(Conn *c)
 		if (opt_payload_bytes > 0)
 		{
 			p = APPEND_LIT(p, ",\"pad\":\"");
+			/* a random pad starts somewhere else in its pool for every message */
 			if (pad > 0)
-				p = append(p, pad_src, (size_t) pad);
+				p = append(p, pad_src + (opt_pad_random ? (seq * 2654435761u) % PAD_POOL : 0),
+						   (size_t) pad);
 			*p++ = '"';
 		}
 		*p++ = '}';
@@ -1449,6 +1453,8 @@ usage(FILE *f)
 		  "                         (random; seeds fixed per connection)\n"
 		  "  --items K              items per request (1)\n"
 		  "  --payload-bytes B      payload {\"n\":seq,\"pad\":\"xx..\"} of about B bytes (64)\n"
+		  "  --pad-random           the pad in random hex digits, different per message (about\n"
+		  "                         2x compressible, where x's compress to nothing)\n"
 		  "  --txn-prefix S         transactionId = S-<conn>-<seq> (t<pid>)\n"
 		  "  --no-txn               omit transactionId (the server mints one)\n"
 		  "  --dup-every N          every Nth item reuses an earlier txn+partition of its connection\n"
@@ -1501,6 +1507,7 @@ parse_args(int argc, char **argv)
 		{"consume", no_argument, NULL, 'C'},
 		{"group", required_argument, NULL, 'g'},
 		{"payload-bytes", required_argument, NULL, 'b'},
+		{"pad-random", no_argument, NULL, 'Z'},
 		{"txn-prefix", required_argument, NULL, 'x'},
 		{"no-txn", no_argument, NULL, 'X'},
 		{"dup-every", required_argument, NULL, 'D'},
@@ -1555,6 +1562,9 @@ parse_args(int argc, char **argv)
 				break;
 			case 'b':
 				opt_payload_bytes = (int) parse_int("payload-bytes", optarg, 0, 64 * 1024 * 1024);
+				break;
+			case 'Z':
+				opt_pad_random = 1;
 				break;
 			case 'x':
 				opt_txn_prefix = optarg;
@@ -1680,8 +1690,15 @@ setup_requests(void)
 	item_head = xmalloc(item_head_len);
 	item_head_len = (size_t) snprintf(item_head, item_head_len,
 									  "{\"queue\":\"%s\",\"partition\":\"p", q);
-	pad_src = xmalloc((size_t) opt_payload_bytes + 1);
-	memset(pad_src, 'x', (size_t) opt_payload_bytes);
+	pad_src = xmalloc((size_t) opt_payload_bytes + PAD_POOL + 1);
+	if (opt_pad_random)
+	{
+		/* hex digits: 4 bits each, so a pad compresses about 2x, as ids do */
+		for (size_t i = 0; i < (size_t) opt_payload_bytes + PAD_POOL; i++)
+			pad_src[i] = "0123456789abcdef"[rand() & 15];
+	}
+	else
+		memset(pad_src, 'x', (size_t) opt_payload_bytes);
 
 	/* generous upper bound of one item: fixed text + numbers + pad + txn */
 	item_max = item_head_len + 128 + (size_t) opt_payload_bytes + strlen(pfx) + 3 * 20;

@@ -187,15 +187,22 @@ AS $$
 	FROM generate_series(0, octet_length(p_hashes) / 16 - 1) AS i
 $$;
 
+-- The tenant the session's SQL door acts for (the setting queen.tenant).
+CREATE FUNCTION queen.current_tenant()
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'queen_current_tenant_sql'
+LANGUAGE C STABLE PARALLEL SAFE;
+
 ------------------------------------------------------------------------------
 -- Queue configuration (src/core/configure.c): POST /api/v1/configure and
 -- DELETE /api/v1/resources/queues/:queue from SQL, answering as the HTTP
--- door does.  A refused body raises 22023 (the response's "invalid" key in
--- the detail) and writes nothing.
+-- door does, for the session's tenant unless p_tenant names another.  A
+-- refused body raises 22023 (the response's "invalid" key in the detail)
+-- and writes nothing.
 ------------------------------------------------------------------------------
 CREATE FUNCTION queen.configure_queue_v1(
 	p_body jsonb,
-	p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+	p_tenant uuid DEFAULT queen.current_tenant())
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'queen_configure_queue_v1'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -212,7 +219,7 @@ LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 CREATE FUNCTION queen.delete_queue_v1(
 	p_queue text,
-	p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+	p_tenant uuid DEFAULT queen.current_tenant())
 RETURNS jsonb
 AS 'MODULE_PATHNAME', 'queen_delete_queue_v1'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -412,11 +419,6 @@ COMMENT ON VIEW queen.consumer_lag IS
 -- The DBA's questions (docs/SQL.md, "Reading the state"): plain SQL over the
 -- tables, for the session's tenant (queen.tenant), off the hot path.
 ------------------------------------------------------------------------------
-CREATE FUNCTION queen.current_tenant()
-RETURNS uuid
-AS 'MODULE_PATHNAME', 'queen_current_tenant_sql'
-LANGUAGE C STABLE PARALLEL SAFE;
-
 -- Per partition of a queue, what a group has not acknowledged, counted as
 -- queen.consumer_lag counts it: past the group's cursor, or, where it has
 -- none yet, past where its first pop there will start.

@@ -309,10 +309,14 @@ SELECT count(*) FROM queen._dlq_list('no.such.queue');
 SELECT qtest.expect_error($$SELECT * FROM queen._dlq_list('ack.a', page_limit => -1)$$);
 
 -- ---------------------------------------------------------------- privileges
--- The ack runs with the caller's rights: without UPDATE on log_consumers it
--- is refused, and nothing is written.
+-- The ack ships SECURITY DEFINER for queen_consumer (sql/roles).  Altered to
+-- run with the caller's rights, without UPDATE on log_consumers it is
+-- refused, and nothing is written.
+ALTER FUNCTION queen.ack(text,uuid,text,text,text,text,boolean) SECURITY INVOKER RESET search_path;
+ALTER FUNCTION queen.reject(text,uuid,text,text,text,boolean) SECURITY INVOKER RESET search_path;
 CREATE ROLE regress_queen_acker;
 GRANT USAGE ON SCHEMA queen, qtest TO regress_queen_acker;
+GRANT EXECUTE ON FUNCTION queen.ack(text,uuid,text,text,text,text,boolean), queen.reject(text,uuid,text,text,text,boolean) TO regress_queen_acker;
 GRANT SELECT ON queen.queues, queen.log_partitions, queen.log_txns, queen.log_segments,
 	queen.log_consumers TO regress_queen_acker;
 SELECT pg_temp.lease('ack.b', 'x', '__QUEUE_MODE__', 1, 4, 'P1');
@@ -328,8 +332,11 @@ RESET ROLE;
 SELECT * FROM pg_temp.row('ack.b', 'x');
 REVOKE ALL ON queen.queues, queen.log_partitions, queen.log_txns, queen.log_segments,
 	queen.log_consumers FROM regress_queen_acker;
+REVOKE EXECUTE ON FUNCTION queen.ack(text,uuid,text,text,text,text,boolean), queen.reject(text,uuid,text,text,text,boolean) FROM regress_queen_acker;
 REVOKE USAGE ON SCHEMA queen, qtest FROM regress_queen_acker;
 DROP ROLE regress_queen_acker;
+ALTER FUNCTION queen.ack(text,uuid,text,text,text,text,boolean) SECURITY DEFINER SET search_path = pg_catalog, queen, pg_temp;
+ALTER FUNCTION queen.reject(text,uuid,text,text,text,boolean) SECURITY DEFINER SET search_path = pg_catalog, queen, pg_temp;
 
 -- ---------------------------------------------------------------- repeated transactionIds
 -- Without dedup a transactionId can be stored twice: an ack resolves to its

@@ -325,3 +325,10 @@ SELECT * FROM pg_temp.rows('cf.shared');
 SELECT pg_temp.stored('cf.shared')->'leaseTime' AS tenant_a_lease, log_offset, payload FROM queen.read('cf.shared');
 SELECT queen.delete_queue_v1('cf.shared', '00000000-0000-0000-0000-0000000000c3') AS missing_in_c;
 SELECT qtest.expect_error($$SELECT queen.delete_queue_v1('cf.shared', NULL)$$) AS null_tenant;
+-- without p_tenant, both act for the session's tenant (queen.tenant), as push does
+SET queen.tenant = '00000000-0000-0000-0000-0000000000b2';
+SELECT (queen.configure_queue_v1('{"queue": "cf.session", "options": {"leaseTime": 33}}'))->'options'->'leaseTime' AS lease;
+SELECT tenant_id, lease_time FROM queen.queues WHERE name = 'cf.session';
+SELECT queen.delete_queue_v1('cf.session') AS deleted_in_session_tenant;
+RESET queen.tenant;
+SELECT count(*) AS left_anywhere FROM queen.queues WHERE name = 'cf.session';

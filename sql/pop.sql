@@ -396,14 +396,17 @@ SELECT consumer_group, partitions_pending, messages_pending
   FROM queen.consumer_lag WHERE queue = 'pop.lag' AND consumer_group = 'g-lag';
 
 ------------------------------------------------------------------------------
--- Privileges: pop runs with the caller's rights; a consuming role needs these
--- (UPDATE on log_partitions because a first contact locks the partition row
--- FOR KEY SHARE SKIP LOCKED rather than wait for a deletion)
+-- Privileges: pop ships SECURITY DEFINER for queen_consumer (sql/roles).
+-- Altered to run with the caller's rights, it checks what its statements
+-- need (UPDATE on log_partitions because a first contact locks the partition
+-- row FOR KEY SHARE SKIP LOCKED rather than wait for a deletion)
 ------------------------------------------------------------------------------
+ALTER FUNCTION queen.pop(text,text,text,integer,integer,boolean,integer,text,text,interval) SECURITY INVOKER RESET search_path;
 SELECT count(*) FROM queen.push('[{"queue": "pop.priv", "partition": "a", "payload": 1},
                                   {"queue": "pop.priv", "partition": "b", "payload": 2}]');
 CREATE ROLE regress_queen_consumer;
 GRANT USAGE ON SCHEMA queen, qtest TO regress_queen_consumer;
+GRANT EXECUTE ON FUNCTION queen.pop(text,text,text,integer,integer,boolean,integer,text,text,interval) TO regress_queen_consumer;
 GRANT SELECT ON queen.queues, queen.log_segments TO regress_queen_consumer;
 GRANT SELECT, UPDATE ON queen.log_partitions TO regress_queen_consumer;
 GRANT SELECT, INSERT, UPDATE ON queen.log_consumers, queen.consumer_watermarks TO regress_queen_consumer;
@@ -419,5 +422,7 @@ SELECT qtest.expect_error($$SELECT * FROM queen.pop('pop.priv', 'b', 'g-other')$
 RESET ROLE;
 REVOKE ALL ON queen.queues, queen.log_segments, queen.log_partitions, queen.log_consumers,
               queen.consumer_watermarks, queen.consumer_groups_metadata FROM regress_queen_consumer;
+REVOKE EXECUTE ON FUNCTION queen.pop(text,text,text,integer,integer,boolean,integer,text,text,interval) FROM regress_queen_consumer;
 REVOKE USAGE ON SCHEMA queen, qtest FROM regress_queen_consumer;
 DROP ROLE regress_queen_consumer;
+ALTER FUNCTION queen.pop(text,text,text,integer,integer,boolean,integer,text,text,interval) SECURITY DEFINER SET search_path = pg_catalog, queen, pg_temp;
