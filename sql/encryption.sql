@@ -33,6 +33,28 @@ SELECT transaction_id, payload FROM queen.pop('enc.secret', 'p', batch => 10, au
 -- a duplicate is found by its transactionId, which stays readable
 SELECT status FROM queen.push('enc.secret', '{"card": "4111-1111-1111-1111", "n": 1}', 'p', 's1');
 
+-- the raw door (queen_writer may call it) stores no plaintext in an
+-- encrypted queue: frames not all sealed are refused, nothing written;
+-- sealed frames (here a stored segment's) are taken
+SELECT count(*) AS segments_before_raw FROM enc_bytes WHERE queue = 'enc.secret' \gset
+SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('enc.secret', 'raw', 1, queen.txn_hash('r1'), -1,
+	queen.pack_frames(ARRAY[NULL::uuid], ARRAY['r1'], ARRAY['{"card": "4111-1111-1111-1111"}'::bytea]),
+	p_tenant => queen.current_tenant())$$) AS raw_plaintext;
+SELECT qtest.expect_error($$SELECT queen.log_push_multi_v1(ARRAY['enc.plain', 'enc.secret'], ARRAY['raw', 'raw'], ARRAY[1, 1],
+	ARRAY[queen.txn_hash('r2'), queen.txn_hash('r2')], ARRAY[-1, -1]::int8[],
+	ARRAY[queen.pack_frames(ARRAY[NULL::uuid], ARRAY['r2'], ARRAY['{"n": 1}'::bytea]),
+	      queen.pack_frames(ARRAY[NULL::uuid], ARRAY['r2'], ARRAY['{"card": "4111-1111-1111-1111"}'::bytea])],
+	ARRAY[queen.current_tenant(), queen.current_tenant()])$$) AS raw_plaintext_in_bundle;
+SELECT count(*) = :segments_before_raw AS nothing_written FROM enc_bytes WHERE queue = 'enc.secret';
+SELECT count(*) AS plain_raw_rows FROM queen.read('enc.plain', 'raw');
+SELECT queen.log_push_one_v1('enc.secret', 'raw', u.n, u.h, -1, b.blob,
+							 p_tenant => queen.current_tenant())->>'status' AS raw_sealed
+  FROM enc_bytes b
+ CROSS JOIN LATERAL (SELECT count(*)::int AS n, queen.hash_blob(array_agg(f.transaction_id ORDER BY f.idx)) AS h
+					   FROM queen.unpack_frames(b.blob) f) u
+ WHERE b.queue = 'enc.secret';
+SELECT transaction_id, payload->>'n' AS n FROM queen.read('enc.secret', 'raw') ORDER BY transaction_id;
+
 -- dead letters keep the envelope and are listed opened; a replay goes back sealed
 SELECT queen.push('enc.secret', '{"card": "4111-1111-1111-1111", "n": 4}', 'd', 'd1') IS NOT NULL AS pushed;
 SELECT r.dlq FROM queen.pop('enc.secret', 'd') p,

@@ -384,16 +384,18 @@ queen_frame_problem(const QueenFrame *frame, int k, const uint8 *hashes, int *sq
  */
 const char *
 queen_segment_problem(const char *blob, size_t blob_len, const uint8 *hashes,
-					  int msg_count, int *sqlstate)
+					  int msg_count, int *sqlstate, bool *all_sealed)
 {
 	ZSTD_inBuffer in = {blob, blob_len, 0};
 	StringInfoData buf;			/* undecoded output: [start, len) */
 	size_t		start = 0;
 	Size		total = 0;
 	int			k = 0;
+	int			sealed = 0;
 	bool		finished = false;
 
 	*sqlstate = ERRCODE_INVALID_BINARY_REPRESENTATION;
+	*all_sealed = false;
 	if (blob_len == 0)
 		return "the blob is empty";
 	queen_decompress_begin();
@@ -438,6 +440,8 @@ queen_segment_problem(const char *blob, size_t blob_len, const uint8 *hashes,
 			problem = queen_frame_problem(&frame, k, hashes, sqlstate);
 			if (problem != NULL)
 				return problem;
+			if (frame.flags & QUEEN_FRAME_ENCRYPTED)
+				sealed++;
 			k++;
 			start = pos;
 		}
@@ -478,6 +482,7 @@ queen_segment_problem(const char *blob, size_t blob_len, const uint8 *hashes,
 		return psprintf("msg_count is %d but the blob holds %d frames", msg_count, k);
 	}
 	pfree(buf.data);
+	*all_sealed = (sealed == k);
 	return NULL;
 }
 

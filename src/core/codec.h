@@ -112,7 +112,7 @@ typedef struct QueenTxnDigest
 extern void queen_txn_digest_add(QueenTxnDigest *d, const uint8 *hash);
 extern const char *queen_segment_problem(const char *blob, size_t blob_len,
 										 const uint8 *hashes, int msg_count,
-										 int *sqlstate);
+										 int *sqlstate, bool *all_sealed);
 
 /*
  * Largest a segment's packed frames may inflate to: what one allocation can

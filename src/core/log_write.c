@@ -241,8 +241,9 @@ queen_partition_missing(const pg_uuid_t *pid)
  * ----------------------------------------------------------------
  */
 
+/* Refuse what no reader could give back; note whether raw frames are sealed. */
 static void
-queen_validate_segment(const QueenSegment *seg, int ordinal)
+queen_validate_segment(QueenSegment *seg, int ordinal)
 {
 	Size		hashes_len;
 
@@ -290,16 +291,24 @@ queen_validate_segment(const QueenSegment *seg, int ordinal)
 	if (seg->untrusted)
 	{
 		int			sqlstate;
+		bool		all_sealed;
 		const char *problem = queen_segment_problem(VARDATA_ANY(seg->blob),
 													VARSIZE_ANY_EXHDR(seg->blob),
 													(const uint8 *) VARDATA_ANY(seg->hashes),
-													seg->msg_count, &sqlstate);
+													seg->msg_count, &sqlstate, &all_sealed);
 
 		if (problem != NULL)
 			ereport(ERROR,
 					(errcode(sqlstate),
 					 errmsg("segment %d is not one queen can store: %s", ordinal, problem),
 					 errdetail("A segment is the zstd of exactly msg_count frames (docs/FORMAT.md), with the XXH3-128 of each frame's transactionId in p_hashes; queen.pack_frames() and queen.hash_blob() build them.")));
+
+		/*
+		 * A caller's plaintext must not land in an encrypted queue: a frame
+		 * not sealed makes the allocator refuse it there (RESEAL), while
+		 * sealed frames are readable in any queue.
+		 */
+		seg->seal = all_sealed ? QUEEN_SEAL_ANY : QUEEN_SEAL_PLAIN;
 	}
 
 	if (seg->window_set && seg->window_in < 0)

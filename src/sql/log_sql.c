@@ -119,6 +119,25 @@ queen_push_verdict(JsonbParseState **state, const QueenSegment *seg)
 	return pushJsonbValue(state, WJB_END_OBJECT, NULL);
 }
 
+/*
+ * Refuse the call if the allocator found plaintext frames for an encrypted
+ * queue (it wrote nothing of that segment; the error undoes the rest).
+ */
+static void
+queen_refuse_unsealed(const QueenSegment *segs, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (segs[i].status == QUEEN_SEGMENT_RESEAL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("segment %d is for a queue with encryptionEnabled, and its frames are not all sealed",
+							i + 1),
+					 errdetail("Queue \"%s\" stores payloads sealed in Queen's envelope with frame flag 4 (docs/FORMAT.md); queen.push seals them itself.",
+							   segs[i].queue != NULL ? segs[i].queue : "(by partition id)")));
+}
+
 /* ----------------------------------------------------------------
  *		Argument helpers
  * ----------------------------------------------------------------
@@ -206,6 +225,7 @@ queen_log_push_one_v1(PG_FUNCTION_ARGS)
 		queen_push_bundle(&seg, 1);
 	else
 		queen_push_one_resolved(&seg, PG_GETARG_UUID_P(6));
+	queen_refuse_unsealed(&seg, 1);
 	/* a caller that names the partition only by id wakes nobody (no name to hash) */
 	if (seg.queue != NULL)
 		queen_wait_mark(&seg.tenant, seg.queue, strlen(seg.queue));
@@ -292,6 +312,7 @@ queen_log_push_multi_v1(PG_FUNCTION_ARGS)
 	}
 
 	queen_push_bundle(segs, n);
+	queen_refuse_unsealed(segs, n);
 	for (i = 0; i < n; i++)
 		if (segs[i].queue != NULL)
 			queen_wait_mark(&segs[i].tenant, segs[i].queue, strlen(segs[i].queue));
