@@ -65,3 +65,15 @@ install-test:
 	$(INSTALL_DATA) $(srcdir)/test/queen_test.control $(srcdir)/test/queen_test--1.0.sql '$(DESTDIR)$(datadir)/extension/'
 
 .PHONY: install-test
+
+# The dashboard (web/, served by the broker at /; docs/OPERATIONS.md): plain
+# files, no build step, installed flat under the share directory, where
+# src/broker/listener/dashboard.c reads them.
+DASHBOARD_FILES = $(sort $(wildcard $(srcdir)/web/*.html $(srcdir)/web/*.js $(srcdir)/web/*.css $(srcdir)/web/*.svg $(srcdir)/web/*.LICENSE))
+install: install-dashboard
+install-dashboard:
+	$(MKDIR_P) '$(DESTDIR)$(datadir)/extension/queen_dashboard'
+	rm -f '$(DESTDIR)$(datadir)/extension/queen_dashboard/'*
+	$(if $(DASHBOARD_FILES),$(INSTALL_DATA) $(DASHBOARD_FILES) '$(DESTDIR)$(datadir)/extension/queen_dashboard/')
+
+.PHONY: install-dashboard

@@ -135,6 +135,11 @@ static const QueenRoute queen_routes[] = {
 	queen_handle_buffers, QUEEN_ROUTE_LISTENER, NULL, QUEEN_ACCESS_READ},
 	{QUEEN_METHOD(HTTP_GET), "/status",
 	queen_handle_status, QUEEN_ROUTE_LISTENER, NULL, QUEEN_ACCESS_READ},
+	/* the dashboard's files (dashboard.c): the page is public, its API calls are not */
+	{QUEEN_METHOD(HTTP_GET) | QUEEN_METHOD(HTTP_HEAD), "/",
+	queen_handle_dashboard, QUEEN_ROUTE_LISTENER, NULL, QUEEN_ACCESS_PUBLIC},
+	{QUEEN_METHOD(HTTP_GET) | QUEEN_METHOD(HTTP_HEAD), "/ui/:file",
+	queen_handle_dashboard, QUEEN_ROUTE_LISTENER, NULL, QUEEN_ACCESS_PUBLIC},
 };
 
 /* The order methods are listed in an Allow header. */

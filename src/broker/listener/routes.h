@@ -101,4 +101,7 @@ extern void queen_handle_pop_maintenance_set(QueenHttpRequest *req, const QueenR
 extern void queen_handle_buffers(QueenHttpRequest *req, const QueenRouteParams *params);
 extern void queen_handle_status(QueenHttpRequest *req, const QueenRouteParams *params);
 
+/* dashboard.c */
+extern void queen_handle_dashboard(QueenHttpRequest *req, const QueenRouteParams *params);
+
 #endif							/* QUEEN_ROUTES_H */
