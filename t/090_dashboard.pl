@@ -110,8 +110,34 @@ ok($b->wait_for('the orders DLQ', sub {
 }, 30), 'shop.orders shows one dead letter');
 ok($b->find('[data-testid="maintenance-state"]'), 'the broker state shows maintenance mode');
 $b->screenshot("$shots/overview.png");
+$b->js('document.querySelector(\'[data-testid="queues-table"]\').scrollIntoView()');
+$b->screenshot("$shots/overview-queues.png");
 is(scalar($b->console_errors), 0, 'no console errors (CSP included)')
   or diag(explain([ $b->console_errors ]));
+
+# maintenance mode from the overview: on, as the API then says, and off again
+my $maint = sub { my ($st, $j) = get('/api/v1/system/maintenance'); return $j->{maintenanceMode} ? 1 : 0; };
+for my $want (1, 0)
+{
+	$b->click($b->wait_element('[data-testid="maintenance-toggle"]'));
+	confirm('maintenance mode');
+	ok(wait_for(sub { $maint->() == $want }, 30), "the toggle turned maintenance mode " . ($want ? 'on' : 'off'));
+	ok($b->wait_for('the state shown', sub {
+		$b->attr($b->find('[data-testid="maintenance-state"]'), 'data-state') eq ($want ? 'on' : 'off') }, 30),
+		'... and the page says so');
+}
+
+# 200% zoom: a 640 x 400 CSS-pixel viewport; the page reflows, only tables scroll sideways
+$b->viewport(640, 400);
+for my $view ('#/', '#/queues/shop.orders')
+{
+	$b->go("$base/$view");
+	$b->wait_ready;
+	ok($b->js('return document.documentElement.scrollWidth <= window.innerWidth + 1'),
+		"$view at 200% zoom: no sideways scrolling of the page");
+}
+$b->screenshot("$shots/overview-200.png");
+$b->viewport(1280, 800);
 
 # keyboard: Tab reaches a queue link and Enter opens it
 $b->go("$base/#/");

@@ -59,11 +59,18 @@ sub new
 			'goog:chromeOptions' => { binary => $binary, args => \@args },
 		} } });
 	$self->{session} = $s->{sessionId};
-	# the viewport itself w x h (the window size includes the browser's own frame)
+	$self->viewport($w, $h);
+	return $self;
+}
+
+# The viewport itself w x h CSS pixels (the window size includes the
+# browser's own frame); half the width is what 200% zoom leaves a page.
+sub viewport
+{
+	my ($self, $w, $h) = @_;
 	$self->_cmd('POST', $self->_s('/goog/cdp/execute'), {
 		cmd => 'Emulation.setDeviceMetricsOverride',
 		params => { width => $w + 0, height => $h + 0, deviceScaleFactor => 1, mobile => JSON::PP::false } });
-	return $self;
 }
 
 sub _ok
