@@ -65,6 +65,9 @@ push_items($port, map { { queue => 'shop.orders', partition => 'p' . ($_ % 3), t
 	payload => { order => $_, customer => "c$_", total => 10 * $_ } } } 1 .. 30);
 push_items($port, map { { queue => 'shop.invoices', payload => { invoice => $_ } } } 1 .. 7);
 push_items($port, map { { queue => 'audit.log', partition => "u$_", payload => { event => 'login', user => $_ } } } 1 .. 12);
+# names and payloads are the clients': shown as text, never markup
+my $evil = 'x<b id="pwn">q</b>"\'&';
+push_items($port, { queue => $evil, payload => { note => '<img id="pwn2" src="x">' } });
 # billing consumed part of p0; a failed message of p1 is a dead letter
 my ($ps, $pop) = pop($port, '/api/v1/pop/queue/shop.orders/partition/p0?batch=4&autoAck=true&consumerGroup=billing');
 is(scalar @{ $pop->{messages} }, 4, 'billing consumed four');
@@ -91,7 +94,7 @@ sub confirm
 my $t0 = time;
 $b->go("$base/#/");
 ok($b->wait_ready, 'the overview rendered');
-diag(sprintf('overview with 3 queues rendered in %.0f ms', (time - $t0) * 1000));
+diag(sprintf('first overview (a cold browser) rendered in %.0f ms', (time - $t0) * 1000));
 my $row = $b->wait_element('[data-testid="queue-row"][data-queue="shop.orders"]');
 ok($row, 'shop.orders is listed');
 ok($b->find('[data-testid="queue-row"][data-queue="shop.invoices"]'), 'shop.invoices is listed');
@@ -109,6 +112,10 @@ ok($b->wait_for('the orders DLQ', sub {
 	return $b->text($b->find('[data-testid="dlq"]', $r)) =~ /^\s*1\b/;
 }, 30), 'shop.orders shows one dead letter');
 ok($b->find('[data-testid="maintenance-state"]'), 'the broker state shows maintenance mode');
+ok($b->wait_for('the hostile name', sub {
+	$b->js('return [...document.querySelectorAll(\'[data-testid="queue-row"]\')].some(r => r.dataset.queue === arguments[0]'
+		. ' && r.textContent.includes(arguments[0]))', $evil) }, 30), 'a queue name with markup is listed as text');
+ok(!$b->js('return document.getElementById("pwn") !== null'), '... and made no element');
 $b->screenshot("$shots/overview.png");
 $b->js('document.querySelector(\'[data-testid="queues-table"]\').scrollIntoView()');
 $b->screenshot("$shots/overview-queues.png");
