@@ -100,8 +100,20 @@ ok($row, 'shop.orders is listed');
 ok($b->find('[data-testid="queue-row"][data-queue="shop.invoices"]'), 'shop.invoices is listed');
 ok($b->find('[data-testid="queue-row"][data-queue="audit.log"]'), 'audit.log is listed');
 # the numbers, as the API gives them (stats are sampled: wait for them to settle)
-my ($qs, $queues) = get('/api/v1/resources/queues');
-my %api = map { ($_->{name} => $_) } @{ $queues->{queues} // [] };
+# every row's depth, DLQ and partitions as /api/v1/resources/queues gives them at that moment
+ok($b->wait_for('every row to match the API', sub {
+	my ($qs, $queues) = get('/api/v1/resources/queues');
+	for my $q (@{ $queues->{queues} // [] })
+	{
+		my $shown = $b->js('const r = [...document.querySelectorAll(\'[data-testid="queue-row"]\')]'
+			. '.find(r => r.dataset.queue === arguments[0]); if (!r) return null;'
+			. ' const v = t => r.querySelector(`[data-testid="${t}"]`).dataset.value;'
+			. ' return [v("depth"), v("dlq")].join(" ");', $q->{name});
+		return 0 unless defined $shown
+		  && $shown eq join(' ', $q->{messages}{pending} // 0, $q->{messages}{deadLetter} // 0);
+	}
+	return scalar @{ $queues->{queues} // [] } == 4;
+}, 30), "each queue's depth and dead letters as the API says");
 ok($b->wait_for('the invoices depth', sub {
 	my $r = $b->find('[data-testid="queue-row"][data-queue="shop.invoices"]');
 	my $d = $b->find('[data-testid="depth"]', $r);
