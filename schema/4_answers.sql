@@ -505,7 +505,13 @@ AS $$
 				'name', c.consumer_group, 'consumed', c.committed >= m.log_offset,
 				'leased', coalesce(c.committed < m.log_offset AND m.log_offset <= c.batch_end
 								   AND c.lease_expires_at > now(), false),
-				'leaseExpiresAt', queen._ts(c.lease_expires_at)) ORDER BY c.consumer_group)
+				'leaseExpiresAt', queen._ts(c.lease_expires_at),
+				-- deliveries of the batch that holds it since the group last
+				-- committed (not Queen's: its clients ignore the key); NULL once
+				-- committed, when no count is kept
+				'deliveryAttempts', CASE WHEN c.committed >= m.log_offset THEN NULL
+										 WHEN m.log_offset <= c.attempt_end THEN c.attempt_count
+										 ELSE 0 END) ORDER BY c.consumer_group)
 			  FROM queen.log_consumers c WHERE c.partition_id = p.id), '[]'),
 		'traces', (SELECT count(*) FROM queen.message_traces t
 					WHERE t.partition_id = p.id AND t.transaction_id = m.transaction_id))

@@ -66,6 +66,22 @@ SELECT j->>'transactionId' AS txn, j->'offset' AS off, j->>'status' AS status,
   FROM queen._api_message(queen.current_tenant(), (SELECT partition_id FROM adm_dlq LIMIT 1), 'o1') j;
 SELECT j->>'status' AS status FROM queen._api_message(queen.current_tenant(),
 	(SELECT partition_id FROM queen.consumer_group_partitions WHERE partition = 'p0' LIMIT 1), 'o2') j;
+-- delivery attempts per group: a message leased twice (the first lease taken back) counts 2,
+-- one committed counts none (NULL), one never delivered 0
+SELECT status FROM queen.push('adm.attempts', '{"n": 1}', 'a', 'att1');
+SELECT status FROM queen.push('adm.attempts', '{"n": 2}', 'a', 'att2');
+SELECT count(*) FROM queen.pop('adm.attempts', 'a', 'ga', batch => 1);
+UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'
+ WHERE partition_id = (SELECT partition_id FROM queen.consumer_group_partitions
+						WHERE queue = 'adm.attempts' AND consumer_group = 'ga');
+SELECT count(*) FROM queen.pop('adm.attempts', 'a', 'ga', batch => 1);
+SELECT count(*) FROM queen.pop('adm.attempts', 'a', 'gb', batch => 1, auto_ack => true);
+SELECT t AS txn, g->>'name' AS grp, g->'deliveryAttempts' AS attempts
+  FROM unnest(ARRAY['att1', 'att2']) t,
+	   json_array_elements(queen._api_message(queen.current_tenant(),
+		   (SELECT DISTINCT partition_id FROM queen.consumer_group_partitions WHERE queue = 'adm.attempts'), t)
+		   ->'consumerGroups') g
+ ORDER BY 1, 2;
 SELECT queen._api_message(queen.current_tenant(), (SELECT partition_id FROM adm_dlq LIMIT 1), 'none') IS NULL AS not_found;
 SELECT e->>'transactionId' AS txn, e->>'partition' AS partition, e->>'status' AS status
   FROM json_array_elements(queen._api_messages(queen.current_tenant(), 'adm.orders', NULL, NULL, 3, 0)->'messages') e;

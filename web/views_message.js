@@ -30,7 +30,7 @@ export function mount(root, [partitionId, tx], ctx) {
 <section class="panel" aria-labelledby="groups-h">
   <h2 id="groups-h">Consumer groups</h2>
   <div class="table-wrap" role="region" aria-labelledby="groups-h" tabindex="0">
-    <table class="data"><thead><tr><th scope="col">Group</th><th scope="col">Consumed</th><th scope="col">Leased</th><th scope="col">Lease expires</th></tr></thead>
+    <table class="data"><thead><tr><th scope="col">Group</th><th scope="col">Consumed</th><th scope="col">Leased</th><th scope="col">Lease expires</th><th scope="col" class="num"><abbr title="Deliveries of the batch holding it since the group last committed; – once committed">Delivery attempts</abbr></th></tr></thead>
     <tbody id="groups-body"></tbody></table>
   </div>
 </section>
@@ -110,8 +110,9 @@ export function mount(root, [partitionId, tx], ctx) {
 		const text = pretty(m.payload);
 		if (payload.textContent !== text) payload.textContent = text;
 		const groups = (m.consumerGroups || []).map((g) => html`<tr><th scope="row">${groupLabel(g.name)}</th>
-			<td>${yesno(g.consumed)}</td><td>${yesno(g.leased)}</td><td>${time(g.leaseExpiresAt)}</td></tr>`);
-		setHTML(el('groups-body'), groups.length ? html`${groups}` : '<tr><td colspan="4" class="empty">No consumer group has a cursor on its partition.</td></tr>');
+			<td>${yesno(g.consumed)}</td><td>${yesno(g.leased)}</td><td>${time(g.leaseExpiresAt)}</td>
+			<td class="num" data-testid="delivery-attempts">${g.deliveryAttempts == null ? '–' : num(g.deliveryAttempts)}</td></tr>`);
+		setHTML(el('groups-body'), groups.length ? html`${groups}` : '<tr><td colspan="5" class="empty">No consumer group has a cursor on its partition.</td></tr>');
 	}
 
 	function renderTraces(t) {
