@@ -54,6 +54,28 @@ SELECT queen.log_push_one_v1('enc.secret', 'raw', u.n, u.h, -1, b.blob,
 					   FROM queen.unpack_frames(b.blob) f) u
  WHERE b.queue = 'enc.secret';
 SELECT transaction_id, payload->>'n' AS n FROM queen.read('enc.secret', 'raw') ORDER BY transaction_id;
+-- hand-built frames (docs/FORMAT.md) in a stored-block zstd frame: the flag 4
+-- over a payload that is no envelope is refused (its plaintext would be
+-- stored in a queue that promises none), and so is a producerSub, which only
+-- the broker sets from a token
+CREATE FUNCTION pg_temp.le32(n int) RETURNS bytea LANGUAGE sql AS $$
+	SELECT substring(int4send(n) FROM 4 FOR 1) || substring(int4send(n) FROM 3 FOR 1)
+		|| substring(int4send(n) FROM 2 FOR 1) || substring(int4send(n) FROM 1 FOR 1) $$;
+CREATE FUNCTION pg_temp.blob(body bytea) RETURNS bytea LANGUAGE sql AS $$
+	SELECT '\x28b52ffd20'::bytea || substring(int4send(length(f)) FROM 4 FOR 1)
+		|| substring(int4send((length(f) << 3) | 1) FROM 4 FOR 1)
+		|| substring(int4send((length(f) << 3) | 1) FROM 3 FOR 1)
+		|| substring(int4send((length(f) << 3) | 1) FROM 2 FOR 1) || f
+	  FROM (SELECT pg_temp.le32(length(body)) || body AS f) x $$;
+SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('enc.plain', 'raw', 1, queen.txn_hash('s9'), -1,
+	pg_temp.blob('\x04'::bytea || '\x01890a5dac96774bbcceb302099a8057' || '\x0200' || convert_to('s9', 'UTF8')
+				 || convert_to('{"card": "4111-1111-1111-1111"}', 'UTF8')), p_tenant => queen.current_tenant())$$)
+	AS flagged_sealed_not_sealed;
+SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('enc.plain', 'raw', 1, queen.txn_hash('p1'), -1,
+	pg_temp.blob('\x02'::bytea || '\x01890a5dac96774bbcceb302099a8057' || '\x0200' || convert_to('p1', 'UTF8')
+				 || '\x0d00' || convert_to('admin-service', 'UTF8') || convert_to('{}', 'UTF8')),
+	p_tenant => queen.current_tenant())$$) AS forged_producer;
+SELECT count(*) AS plain_raw_rows FROM queen.read('enc.plain', 'raw');
 
 -- dead letters keep the envelope and are listed opened; a replay goes back sealed
 SELECT queen.push('enc.secret', '{"card": "4111-1111-1111-1111", "n": 4}', 'd', 'd1') IS NOT NULL AS pushed;

@@ -243,6 +243,19 @@ for my $c (
 }
 is(sql('SELECT count(*) FROM queen.log_consumers WHERE committed < -1'), '0', 'no refusal wrote a cursor');
 
+# The broker's sessions are a superuser's: an operator someone put in a
+# schema on the default search_path (public, here) never runs in them.
+sql(q{CREATE TABLE public.hijacked (who text);
+	CREATE FUNCTION public.vt_eq(varchar, text) RETURNS boolean LANGUAGE plpgsql AS $$
+	BEGIN INSERT INTO public.hijacked VALUES (current_user); RETURN $1::text OPERATOR(pg_catalog.=) $2; END $$;
+	CREATE OPERATOR public.= (LEFTARG = varchar, RIGHTARG = text, FUNCTION = public.vt_eq);});
+($s, $j) = get('/api/v1/resources/queues/ad.q');
+is($s, 200, 'a queue answered with an operator in public');
+($s, $j) = get('/api/v1/resources/queues');
+($s, $j) = post('/api/v1/configure', { queue => 'ad.hijack' });
+is(sql('SELECT count(*) FROM public.hijacked'), 0, '... which the broker never ran');
+sql('DROP OPERATOR public.= (varchar, text); DROP FUNCTION public.vt_eq(varchar, text); DROP TABLE public.hijacked');
+
 is(scalar(grep { !/was terminated by signal 9/ } log_crashes($node)), 0, 'no worker crashed but the one killed');
 $node->stop;
 done_testing();

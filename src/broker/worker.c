@@ -361,6 +361,14 @@ queen_worker_connect(QueenWorkerSlot *slot)
 	 * partitions), and a reload does not undo this.
 	 */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * The workers are superusers running the answers' SQL functions and the
+	 * core's statements, which resolve operators by search_path: a schema
+	 * another role may create objects in ("$user", public) must not be on
+	 * it, or its operators would run with the broker's rights.
+	 */
+	SetConfigOption("search_path", "pg_catalog, queen, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*

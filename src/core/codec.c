@@ -17,6 +17,7 @@
 
 #include "queen.h"
 #include "codec.h"
+#include "crypto.h"
 #include "validate.h"
 
 #include <time.h>
@@ -440,8 +441,21 @@ queen_segment_problem(const char *blob, size_t blob_len, const uint8 *hashes,
 			problem = queen_frame_problem(&frame, k, hashes, sqlstate);
 			if (problem != NULL)
 				return problem;
+			/*
+			 * A caller's frames: the producer subject is the broker's to
+			 * stamp from a token, and a sealed frame holds an envelope.
+			 */
+			if (frame.flags & QUEEN_FRAME_PRODUCER)
+			{
+				*sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+				return psprintf("frame %d carries a producerSub, which only the broker sets (from a token's sub)", k);
+			}
 			if (frame.flags & QUEEN_FRAME_ENCRYPTED)
+			{
+				if (!queen_crypto_is_envelope(frame.payload, frame.payload_len))
+					return psprintf("frame %d is flagged sealed but its payload is not Queen's envelope", k);
 				sealed++;
+			}
 			k++;
 			start = pos;
 		}

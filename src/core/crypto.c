@@ -379,6 +379,43 @@ queen_b64_field(const QueenJsonValue *v, int *len)
 	return *len < 0 ? NULL : buf;
 }
 
+/* The envelope's decoded parts; false when the text is not an envelope. */
+static bool
+queen_envelope_parts(const char *envelope, Size len, uint8 **tag, uint8 **data,
+					 int *data_len, uint8 **iv)
+{
+	static const char *const names[3] = {"authTag", "encrypted", "iv"};
+	QueenJsonValue values[3];
+	QueenJsonShape shape;
+	int			tag_len,
+				iv_len;
+
+	queen_json_shape_keys(&shape, names, 3, values);
+	if (queen_json_shape(envelope, len, &shape) != NULL || !shape.root_object)
+		return false;
+	*tag = queen_b64_field(&values[0], &tag_len);
+	*data = queen_b64_field(&values[1], data_len);
+	*iv = queen_b64_field(&values[2], &iv_len);
+	return *tag != NULL && *data != NULL && *iv != NULL && tag_len == QUEEN_TAG_LEN &&
+		iv_len >= QUEEN_NONCE_LEN;
+}
+
+/*
+ * Is this payload Queen's envelope (whatever key sealed it)?  A frame
+ * flagged sealed must carry one, or its plaintext would sit in a queue
+ * that promises none (the raw SQL door's check).
+ */
+bool
+queen_crypto_is_envelope(const char *payload, Size len)
+{
+	uint8	   *tag,
+			   *data,
+			   *iv;
+	int			data_len;
+
+	return queen_envelope_parts(payload, len, &tag, &data, &data_len, &iv);
+}
+
 /*
  * Append the plaintext of an envelope to out, trying the key and then the
  * previous key.  False, with out as it was, when it is not an envelope or
@@ -387,26 +424,14 @@ queen_b64_field(const QueenJsonValue *v, int *len)
 bool
 queen_crypto_open(const char *envelope, Size len, StringInfo out)
 {
-	static const char *const names[3] = {"authTag", "encrypted", "iv"};
-	QueenJsonValue values[3];
-	QueenJsonShape shape;
 	uint8	   *tag,
 			   *data,
 			   *iv;
-	int			tag_len,
-				data_len,
-				iv_len;
+	int			data_len;
 
 	if (queen_crypto_problem() != NULL && !queen_keys.has_previous)
 		return false;
-	queen_json_shape_keys(&shape, names, 3, values);
-	if (queen_json_shape(envelope, len, &shape) != NULL || !shape.root_object)
-		return false;
-	tag = queen_b64_field(&values[0], &tag_len);
-	data = queen_b64_field(&values[1], &data_len);
-	iv = queen_b64_field(&values[2], &iv_len);
-	if (tag == NULL || data == NULL || iv == NULL || tag_len != QUEEN_TAG_LEN ||
-		iv_len < QUEEN_NONCE_LEN)
+	if (!queen_envelope_parts(envelope, len, &tag, &data, &data_len, &iv))
 		return false;
 	if (queen_keys.problem == NULL &&
 		queen_open_with(queen_keys.key, iv, data, data_len, tag, out))

@@ -25,6 +25,7 @@ extern void queen_crypto_require(const char *queue);
 
 extern void queen_crypto_seal(const char *plain, Size len, StringInfo out);
 extern bool queen_crypto_open(const char *envelope, Size len, StringInfo out);
+extern bool queen_crypto_is_envelope(const char *payload, Size len);
 extern char *queen_crypto_open_text(char *text);
 
 extern void queen_frame_reseal(const char *packed, Size len, bool encrypt, StringInfo out);
