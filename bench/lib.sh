@@ -142,3 +142,7 @@ bench_timed() {	# bench_timed <file> command...: runs it, writes its CPU seconds
 		open(my $f, ">", $out) or die; printf $f "%.3f\n", $t[2] + $t[3];
 		exit($rc == -1 ? 127 : $rc & 127 ? 128 + ($rc & 127) : $rc >> 8);' "$@"
 }
+
+bench_median() {	# the median of the numbers on stdin, one per line (blank lines skipped)
+	awk 'NF' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}

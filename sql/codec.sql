@@ -1,16 +1,7 @@
 -- The frame codec: byte-exact layout, XXH3-128 hashes, UUIDv7, zstd, and
 -- rejection of malformed buffers.
 
--- Wrap raw bytes (< 256) in a zstd frame with one uncompressed block, so
--- hand-built frame buffers can be fed to the decoder.
-CREATE FUNCTION pg_temp.zstd_raw(data bytea) RETURNS bytea LANGUAGE sql AS $$
-	SELECT '\x28b52ffd20'::bytea
-		|| substring(int4send(length(data)) FROM 4 FOR 1)
-		|| substring(int4send((length(data) << 3) | 1) FROM 4 FOR 1)
-		|| substring(int4send((length(data) << 3) | 1) FROM 3 FOR 1)
-		|| substring(int4send((length(data) << 3) | 1) FROM 2 FOR 1)
-		|| data
-$$;
+-- (qtest.zstd_raw, sql/setup, wraps hand-built frame buffers for the decoder)
 
 -- XXH3-128, seed 0, canonical big-endian; the empty string's value is the
 -- published test vector.
@@ -46,7 +37,7 @@ SELECT queen.decompress_segment(queen.pack_frames(
 -- The decoder reads hand-built frames, including the optional trace id and
 -- producer fields the push path never writes.
 SELECT idx, flags, message_id, trace_id, transaction_id, producer_sub, payload
-  FROM queen.unpack_frames(pg_temp.zstd_raw(
+  FROM queen.unpack_frames(qtest.zstd_raw(
 	'\x17000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0200' || convert_to('tx', 'UTF8') || convert_to('{}', 'UTF8')
 	|| '\x2c000000'::bytea || '\x07' || '\x01890a5dac96774bbcceb302099a8058'::bytea || '\x11111111222233334444555555555555'::bytea
 	   || '\x0100' || convert_to('t', 'UTF8') || '\x0300' || convert_to('sub', 'UTF8') || convert_to('"e"', 'UTF8')));
@@ -72,14 +63,14 @@ SELECT octet_length(queen.pack_frames(ARRAY[NULL::uuid], ARRAY['t'], ARRAY[conve
 -- Malformed buffers are rejected, never over-read.
 SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames('\x00112233')$$) AS not_zstd;
 SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(substring(queen.pack_frames(ARRAY[NULL::uuid], ARRAY['t'], ARRAY['{}'::bytea]) FROM 1 FOR 8))$$) AS truncated_zstd;
-SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x1500'::bytea))$$) AS truncated_length;
-SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x05000000'::bytea || '\x0000000000'))$$) AS body_below_minimum;
-SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\xff000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000'))$$) AS body_past_end;
-SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x13000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0500'))$$) AS txn_past_end;
-SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x13000000'::bytea || '\x08' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000'))$$) AS unknown_flags;
-SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x14000000'::bytea || '\x01' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x000000'))$$) AS trace_past_end;
-SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x15000000'::bytea || '\x02' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000' || '\x0900'))$$) AS producer_past_end;
-SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(pg_temp.zstd_raw('\x15000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0200' || '\xc328' || '{}'::bytea))$$) AS txn_not_utf8;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(qtest.zstd_raw('\x1500'::bytea))$$) AS truncated_length;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(qtest.zstd_raw('\x05000000'::bytea || '\x0000000000'))$$) AS body_below_minimum;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(qtest.zstd_raw('\xff000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000'))$$) AS body_past_end;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(qtest.zstd_raw('\x13000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0500'))$$) AS txn_past_end;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(qtest.zstd_raw('\x13000000'::bytea || '\x08' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000'))$$) AS unknown_flags;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(qtest.zstd_raw('\x14000000'::bytea || '\x01' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x000000'))$$) AS trace_past_end;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(qtest.zstd_raw('\x15000000'::bytea || '\x02' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0000' || '\x0900'))$$) AS producer_past_end;
+SELECT qtest.expect_error($$SELECT * FROM queen.unpack_frames(qtest.zstd_raw('\x15000000'::bytea || '\x00' || '\x01890a5dac96774bbcceb302099a8057'::bytea || '\x0200' || '\xc328' || '{}'::bytea))$$) AS txn_not_utf8;
 
 -- pack_frames checks its input like every push does
 SELECT qtest.expect_error($$SELECT queen.pack_frames(ARRAY[NULL::uuid], ARRAY['a', 'b'], ARRAY['{}'::bytea])$$) AS misaligned;

@@ -62,11 +62,7 @@ CREATE FUNCTION pg_temp.le32(n int) RETURNS bytea LANGUAGE sql AS $$
 	SELECT substring(int4send(n) FROM 4 FOR 1) || substring(int4send(n) FROM 3 FOR 1)
 		|| substring(int4send(n) FROM 2 FOR 1) || substring(int4send(n) FROM 1 FOR 1) $$;
 CREATE FUNCTION pg_temp.blob(body bytea) RETURNS bytea LANGUAGE sql AS $$
-	SELECT '\x28b52ffd20'::bytea || substring(int4send(length(f)) FROM 4 FOR 1)
-		|| substring(int4send((length(f) << 3) | 1) FROM 4 FOR 1)
-		|| substring(int4send((length(f) << 3) | 1) FROM 3 FOR 1)
-		|| substring(int4send((length(f) << 3) | 1) FROM 2 FOR 1) || f
-	  FROM (SELECT pg_temp.le32(length(body)) || body AS f) x $$;
+	SELECT qtest.zstd_raw(pg_temp.le32(length(body)) || body) $$;
 SELECT qtest.expect_error($$SELECT queen.log_push_one_v1('enc.plain', 'raw', 1, queen.txn_hash('s9'), -1,
 	pg_temp.blob('\x04'::bytea || '\x01890a5dac96774bbcceb302099a8057' || '\x0200' || convert_to('s9', 'UTF8')
 				 || convert_to('{"card": "4111-1111-1111-1111"}', 'UTF8')), p_tenant => queen.current_tenant())$$)

@@ -24,5 +24,16 @@ CREATE FUNCTION qtest.pid(qname text, pname text) RETURNS uuid LANGUAGE sql AS $
 	 WHERE q.name = qname AND p.name = pname AND q.tenant_id = '00000000-0000-0000-0000-000000000001'
 $$;
 
+-- Wrap raw bytes (< 256) in a zstd frame with one uncompressed block, so
+-- hand-built frame buffers can be fed to the decoder and the raw push door.
+CREATE FUNCTION qtest.zstd_raw(data bytea) RETURNS bytea LANGUAGE sql AS $$
+	SELECT '\x28b52ffd20'::bytea
+		|| substring(int4send(length(data)) FROM 4 FOR 1)
+		|| substring(int4send((length(data) << 3) | 1) FROM 4 FOR 1)
+		|| substring(int4send((length(data) << 3) | 1) FROM 3 FOR 1)
+		|| substring(int4send((length(data) << 3) | 1) FROM 2 FOR 1)
+		|| data
+$$;
+
 SELECT qtest.expect_error('SELECT 1/0');
 SELECT octet_length(qtest.blob('{a,b}')) > 0 AS blob_ok;

@@ -11,7 +11,6 @@ use warnings;
 
 use Digest::SHA qw(hmac_sha256);
 use JSON::PP;
-use MIME::Base64 qw(encode_base64);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -23,14 +22,6 @@ my ($node, $port) = start_broker(name => 'auth', shards => 2,
 my $dir = $node->basedir;
 my $json = JSON::PP->new->canonical;
 
-sub b64url
-{
-	my $s = encode_base64($_[0], '');
-	$s =~ tr{+/}{-_};
-	$s =~ s/=+$//;
-	return $s;
-}
-
 # A token: header and claims (with defaults), signed by $sign over "h.c".
 sub token
 {
@@ -38,10 +29,10 @@ sub token
 	my %claims = (iss => 'queen-test', aud => 'queen', sub => 'svc-test',
 		exp => time + 300, %{ $o{claims} // {} });
 	delete $claims{$_} for grep { !defined $claims{$_} } keys %claims;
-	my $h = b64url($json->encode({ alg => $o{alg} // 'HS256', typ => 'JWT' }));
-	my $c = b64url($json->encode(\%claims));
+	my $h = QueenHTTP::b64url($json->encode({ alg => $o{alg} // 'HS256', typ => 'JWT' }));
+	my $c = QueenHTTP::b64url($json->encode(\%claims));
 	my $sign = $o{sign} // sub { hmac_sha256($_[0], $secret) };
-	return "$h.$c." . b64url($sign->("$h.$c"));
+	return "$h.$c." . QueenHTTP::b64url($sign->("$h.$c"));
 }
 
 sub call
@@ -174,7 +165,7 @@ is($popped->{messages}[0]{producerSub}, 'svc-txn', 'a transaction\'s push carrie
 	ok(wait_for(sub { call('GET', '/api/v1/resources/queues', $ed) == 200 }, 60), 'EdDSA with the Ed25519 key: accepted');
 	is(call('GET', '/api/v1/resources/queues', $rs), 401, 'RS256 with an Ed25519 key configured: 401');
 	my $tampered = $ed;
-	$tampered =~ s/\.([^.]+)\./'.' . b64url($json->encode({ role => 'admin', sub => 'mallory', iss => 'queen-test', aud => 'queen', exp => time + 300 })) . '.'/e;
+	$tampered =~ s/\.([^.]+)\./'.' . QueenHTTP::b64url($json->encode({ role => 'admin', sub => 'mallory', iss => 'queen-test', aud => 'queen', exp => time + 300 })) . '.'/e;
 	is(call('GET', '/api/v1/resources/queues', $tampered), 401, 'claims changed under an EdDSA signature: 401');
 	is(call('GET', '/health', undef), 200, '/health still needs no token');
 }

@@ -557,16 +557,24 @@ sub test_fault_fired
 	return $n;
 }
 
+# base64url without padding (JWT parts)
+sub b64url
+{
+	require MIME::Base64;
+	my $v = MIME::Base64::encode_base64($_[0], '');
+	$v =~ tr{+/}{-_};
+	$v =~ s/=+$//;
+	return $v;
+}
+
 # An HS256 JWT of these claims, expiring in five minutes (for QueenHTTP::jwt_hs256).
 sub jwt_hs256
 {
 	my ($secret, $claims) = @_;
 	require Digest::SHA;
-	require MIME::Base64;
-	my $b64 = sub { my $v = MIME::Base64::encode_base64($_[0], ''); $v =~ tr{+/}{-_}; $v =~ s/=+$//; return $v; };
-	my $h = $b64->($json->encode({ alg => 'HS256', typ => 'JWT' }));
-	my $c = $b64->($json->encode({ exp => time + 300, %$claims }));
-	return "$h.$c." . $b64->(Digest::SHA::hmac_sha256("$h.$c", $secret));
+	my $h = b64url($json->encode({ alg => 'HS256', typ => 'JWT' }));
+	my $c = b64url($json->encode({ exp => time + 300, %$claims }));
+	return "$h.$c." . b64url(Digest::SHA::hmac_sha256("$h.$c", $secret));
 }
 
 1;

@@ -68,7 +68,7 @@ typedef struct QueenDashboardFile
 	const char *type;
 	char	   *bytes;
 	Size		len;
-	char		etag[24];		/* "xxxxxxxxxxxxxxxx" with its quotes */
+	char		etag[24];		/* 16 hex digits of XXH3-64, in quotes */
 } QueenDashboardFile;
 
 static MemoryContext queen_dashboard_cxt = NULL;
