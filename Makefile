@@ -5,8 +5,12 @@
 
 EXTENSION = queen
 MODULE_big = queen
-# the install script is made from schema/*.sql, by concern, in file-name order
-DATA_built = queen--1.0.sql
+# the install script of the current version is made from schema/*.sql, by
+# concern, in file-name order; schema/upgrade/ holds the scripts of earlier
+# versions as they shipped and the steps between versions (ALTER EXTENSION
+# queen UPDATE), which t/095_upgrade.pl runs on rows the old code wrote
+DATA_built = queen--1.1.sql
+DATA = $(sort $(wildcard schema/upgrade/*.sql))
 PGFILEDESC = "queen - partitioned, ordered, durable message queue"
 
 # Two doors over one core (docs/ARCHITECTURE.md, "Source map"):
@@ -48,7 +52,7 @@ include $(PGXS)
 
 src/broker/%.o src/broker/%.bc: override CPPFLAGS += -I$(srcdir)/src/broker
 
-queen--1.0.sql: $(sort $(wildcard $(srcdir)/schema/*.sql))
+queen--1.1.sql: $(sort $(wildcard $(srcdir)/schema/*.sql))
 	cat $^ > $@
 
 # Every object depends on every header: few enough that precision is not
@@ -57,7 +61,7 @@ QUEEN_HEADERS = $(wildcard src/*/*.h src/broker/*/*.h)
 $(OBJS): $(QUEEN_HEADERS)
 
 # The test-only extension (test/): declarations of internal functions of
-# queen.so that only the regression tests call, so that queen--1.0.sql,
+# queen.so that only the regression tests call, so that queen--1.1.sql,
 # what a production database runs, has none.  scripts/test installs it;
 # make install does not.  make installcheck needs it: make install-test.
 install-test:

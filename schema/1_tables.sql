@@ -1,7 +1,9 @@
 /*
- * queen--1.0.sql: the storage schema and the SQL surface of Queen for PostgreSQL,
+ * queen--1.1.sql: the storage schema and the SQL surface of Queen for PostgreSQL,
  * made by the Makefile from the .sql files under schema/, in order (this part:
- * the tables).
+ * the tables).  A change here is a new version: schema/upgrade/ gets the step
+ * from the last one (queen--1.0--1.1.sql), and t/095_upgrade.pl checks that
+ * it leaves a database as this script does.
  *
  * Tables follow docs/ARCHITECTURE.md ("Storage"); every function on the push and
  * read paths is C (src/), so nothing here runs PL/pgSQL or parses JSON per message.
@@ -123,6 +125,11 @@ CREATE TABLE queen.log_segments (
 
 -- Already zstd-compressed: TOAST must not try pglz on it again.
 ALTER TABLE queen.log_segments ALTER COLUMN blob SET STORAGE EXTERNAL;
+-- A segment stays in its row up to a page (8160 bytes), not TOAST's default
+-- 2032: a 100-message push's blob (about 2.8 KB) was two TOAST chunks, two
+-- TOAST index entries and a TOAST OID lookup, and every read of it a TOAST
+-- index descent; inline, one heap tuple (1.1; docs/BENCHMARKS.md).
+ALTER TABLE queen.log_segments SET (toast_tuple_target = 8160);
 
 ------------------------------------------------------------------------------
 -- Transaction-id hashes: 16 bytes per frame, frame order, written on every push

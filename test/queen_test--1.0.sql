@@ -1,5 +1,5 @@
 -- queen_test: internal functions of queen.so that only the regression tests
--- call, declared here rather than in queen--1.0.sql so that a production
+-- call, declared here rather than in queen--1.1.sql so that a production
 -- database never has them.  scripts/test installs this extension (make
 -- install-test) and pg_regress loads it after queen.
 

@@ -99,7 +99,7 @@ queen_rows_refuse_bypass(Relation rel)
 
 /*
  * Whether a write to rel must check the table's constraints: only when it
- * has a CHECK constraint other than queen--1.0.sql's own, own_check.  The
+ * has a CHECK constraint other than queen--1.1.sql's own, own_check.  The
  * write path ensures that one by construction (a segment's range from its
  * validated msg_count, the hash blob's stride validated against it, a
  * partition's name untouched by the allocator), and no column is written
@@ -127,7 +127,7 @@ queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column,
 
 	t->rel = table_open(relid, RowExclusiveLock);
 	desc = RelationGetDescr(t->rel);
-	/* the columns as queen--1.0.sql creates them, in its order */
+	/* the columns as queen--1.1.sql creates them, in its order */
 	for (i = 0; i < 5; i++)
 	{
 		const char *want = i < 4 ? queen_row_columns[i] : last_column;

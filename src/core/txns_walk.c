@@ -44,7 +44,7 @@
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
 
-/* log_txns's columns, as queen--1.0.sql creates them (log_rows.c checks) */
+/* log_txns's columns, as queen--1.1.sql creates them (log_rows.c checks) */
 #define TXNS_ATT_BASE		2
 #define TXNS_ATT_END		3
 #define TXNS_ATT_CREATED	4
