@@ -101,8 +101,11 @@ CREATE INDEX idx_log_partitions_idle
 
 ------------------------------------------------------------------------------
 -- Segments: one row per committed segment; the blob is zstd of packed frames
--- (docs/FORMAT.md).  The primary key is the only index: reads are a backward
--- step to the covering segment and a forward range scan.
+-- (docs/FORMAT.md), the hashes the frames' transactionId hashes, 16 bytes each
+-- in frame order (dedup probes and ack-by-transactionId read them).  The
+-- primary key is the only index: reads are a backward step to the covering
+-- segment and a forward range scan.  hashes is NULL only in rows of an
+-- upgraded 1.0 database whose hashes 1.0's purge had already removed.
 ------------------------------------------------------------------------------
 CREATE TABLE queen.log_segments (
 	partition_id	uuid NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
@@ -110,8 +113,11 @@ CREATE TABLE queen.log_segments (
 	end_offset		bigint NOT NULL,
 	created_at		timestamptz NOT NULL,
 	blob			bytea NOT NULL,
+	hashes			bytea,
 	PRIMARY KEY (partition_id, base_offset),
-	CONSTRAINT log_segments_range_check CHECK (end_offset >= base_offset)
+	CONSTRAINT log_segments_range_check CHECK (end_offset >= base_offset),
+	CONSTRAINT log_segments_stride_check
+		CHECK (octet_length(hashes) = 16 * (end_offset - base_offset + 1))
 ) WITH (
 	autovacuum_vacuum_scale_factor = 0.1,
 	autovacuum_vacuum_insert_scale_factor = 0.3,
@@ -123,18 +129,22 @@ CREATE TABLE queen.log_segments (
 	toast.autovacuum_vacuum_cost_delay = 0
 );
 
--- Already zstd-compressed: TOAST must not try pglz on it again.
+-- Already zstd-compressed: TOAST must not try pglz on it again; XXH3 hashes
+-- are random bytes, which compression can only waste CPU on.
 ALTER TABLE queen.log_segments ALTER COLUMN blob SET STORAGE EXTERNAL;
+ALTER TABLE queen.log_segments ALTER COLUMN hashes SET STORAGE EXTERNAL;
 -- A segment stays in its row up to a page (8160 bytes), not TOAST's default
--- 2032: a 100-message push's blob (about 2.8 KB) was two TOAST chunks, two
--- TOAST index entries and a TOAST OID lookup, and every read of it a TOAST
--- index descent; inline, one heap tuple (1.1; docs/BENCHMARKS.md).
+-- 2032: a 100-message push's blob (about 2.8 KB) and its 1,600 bytes of
+-- hashes are one heap tuple, not two TOAST chunks with their index entries
+-- and a TOAST OID lookup, and a read of it takes no TOAST index descent.
 ALTER TABLE queen.log_segments SET (toast_tuple_target = 8160);
 
 ------------------------------------------------------------------------------
--- Transaction-id hashes: 16 bytes per frame, frame order, written on every push
--- (dedup probes and ack-by-transactionId both read it).  No foreign key on
--- purpose: the purge must not pay for FK triggers.
+-- The hashes of segments retention purged while their dedup window still
+-- needs them: the segment purge moves them here (src/core/retention.c), so
+-- every row lies below every segment kept, and its own purge removes them
+-- past the window.  Readers walk both (src/core/txns_walk.c).  No foreign key
+-- on purpose: the purge must not pay for FK triggers.
 ------------------------------------------------------------------------------
 CREATE TABLE queen.log_txns (
 	partition_id	uuid NOT NULL,
@@ -151,7 +161,6 @@ CREATE TABLE queen.log_txns (
 	autovacuum_vacuum_cost_delay = 0
 );
 
--- XXH3 hashes are random bytes: compression can only waste CPU.
 ALTER TABLE queen.log_txns ALTER COLUMN hashes SET STORAGE EXTERNAL;
 
 ------------------------------------------------------------------------------

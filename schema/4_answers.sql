@@ -454,7 +454,8 @@ AS 'MODULE_PATHNAME', 'queen_read_partition'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
 -- The offset in [lo, hi] of the newest message with this transactionId,
--- through the hashes kept (queen.log_txns); NULL when none.
+-- through the hashes kept (in the segments, and queen.log_txns below them); NULL
+-- when none.
 CREATE FUNCTION queen._message_offset(partition_id uuid, transaction_id text, lo bigint, hi bigint)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'queen_message_offset_sql'

@@ -36,10 +36,9 @@ SELECT * FROM pg_temp.verdicts(queen.log_push_multi_v1(
 	ARRAY[queen.hash_blob('{a3}'), queen.hash_blob('{b2}'), queen.hash_blob('{c1}')],
 	ARRAY[-1, -1, -1]::int8[],
 	ARRAY[qtest.blob('{a3}'), qtest.blob('{b2}'), qtest.blob('{c1}')]));
-SELECT p.name, s.base_offset, s.end_offset, t.hashes = queen.hash_blob(
+SELECT p.name, s.base_offset, s.end_offset, s.hashes = queen.hash_blob(
 	       (SELECT array_agg(transaction_id ORDER BY idx) FROM queen.unpack_frames(s.blob))) AS hashes_match_frames
   FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
-  JOIN queen.log_txns t ON t.partition_id = s.partition_id AND t.base_offset = s.base_offset
  WHERE p.queue_id = (SELECT id FROM queen.queues WHERE name = 'p3.multi')
  ORDER BY p.name, s.base_offset;
 SELECT name, last_offset FROM queen.log_partitions

@@ -66,7 +66,8 @@ RETURNS TABLE (queues bigint, partitions bigint, segments bigint, txns bigint) L
 	     p AS (SELECT id FROM queen.log_partitions WHERE queue_id IN (SELECT id FROM q))
 	SELECT (SELECT count(*) FROM q), (SELECT count(*) FROM p),
 	       (SELECT count(*) FROM queen.log_segments WHERE partition_id IN (SELECT id FROM p)),
-	       (SELECT count(*) FROM queen.log_txns WHERE partition_id IN (SELECT id FROM p))
+	       (SELECT count(*) FROM queen.log_segments WHERE partition_id IN (SELECT id FROM p) AND hashes IS NOT NULL)
+	       + (SELECT count(*) FROM queen.log_txns WHERE partition_id IN (SELECT id FROM p))
 $$;
 
 ------------------------------------------------------------------------------
@@ -263,11 +264,13 @@ CREATE TEMP TABLE others_before AS
 	SELECT (SELECT count(*) FROM queen.queues WHERE name <> 'cf.doomed') AS queues,
 	       (SELECT count(*) FROM queen.log_partitions) - 3 AS partitions,
 	       (SELECT count(*) FROM queen.log_segments) - 4 AS segments,
-	       (SELECT count(*) FROM queen.log_txns) - 4 AS txns;
+	       (SELECT count(*) FROM queen.log_segments WHERE hashes IS NOT NULL)
+	       + (SELECT count(*) FROM queen.log_txns) - 4 AS txns;
 SELECT queen.delete_queue_v1('cf.doomed') AS deleted;
 SELECT * FROM pg_temp.rows('cf.doomed');
 SELECT (SELECT count(*) FROM queen.queues) AS queues, (SELECT count(*) FROM queen.log_partitions) AS partitions,
-       (SELECT count(*) FROM queen.log_segments) AS segments, (SELECT count(*) FROM queen.log_txns) AS txns
+       (SELECT count(*) FROM queen.log_segments) AS segments,
+       (SELECT count(*) FROM queen.log_segments WHERE hashes IS NOT NULL) + (SELECT count(*) FROM queen.log_txns) AS txns
 EXCEPT TABLE others_before;
 -- a queue that does not exist (any more) succeeds and says so
 SELECT queen.delete_queue_v1('cf.doomed') AS deleted_again;

@@ -5,7 +5,8 @@ CREATE FUNCTION pg_temp.state(q text, p text) RETURNS TABLE (last_offset bigint,
 LANGUAGE sql AS $$
 	SELECT (SELECT last_offset FROM queen.log_partitions WHERE id = qtest.pid(q, p)),
 	       (SELECT count(*) FROM queen.log_segments WHERE partition_id = qtest.pid(q, p)),
-	       (SELECT count(*) FROM queen.log_txns WHERE partition_id = qtest.pid(q, p))
+	       (SELECT count(*) FROM queen.log_segments WHERE partition_id = qtest.pid(q, p) AND hashes IS NOT NULL)
+	       + (SELECT count(*) FROM queen.log_txns WHERE partition_id = qtest.pid(q, p))
 $$;
 
 CREATE TEMP TABLE first AS SELECT * FROM queen.push('p4.dedup', '{"v": 1}', 'Default', 'order-1');
@@ -48,7 +49,7 @@ SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 6}', 'other', 'orde
 -- again.  Time is simulated by rewriting created_at, which this session's
 -- dedup cache cannot see, so the cache is off for this part.
 SET queen.dedup_cache_mb = 0;
-UPDATE queen.log_txns SET created_at = created_at - interval '2 hours'
+UPDATE queen.log_segments SET created_at = created_at - interval '2 hours'
  WHERE partition_id = qtest.pid('p4.dedup', 'Default');
 SELECT status, log_offset FROM queen.push('p4.dedup', '{"v": 7}', 'Default', 'order-1');
 -- and inside a shorter window, it is a duplicate of what was just stored
@@ -61,7 +62,7 @@ RESET queen.dedup_cache_mb;
 -- back, the row decides, exactly as a probe without the cache would.
 SELECT status, log_offset FROM queen.push('p4.confirm', '{}', 'Default', 'c-1');
 SELECT status, log_offset FROM queen.push('p4.confirm', '{}', 'Default', 'c-1');
-UPDATE queen.log_txns SET created_at = created_at - interval '2 hours'
+UPDATE queen.log_segments SET created_at = created_at - interval '2 hours'
  WHERE partition_id = qtest.pid('p4.confirm', 'Default');
 SELECT status, log_offset FROM queen.push('p4.confirm', '{}', 'Default', 'c-1');
 SELECT status, log_offset FROM queen.push('p4.confirm', '{}', 'Default', 'c-1');
@@ -94,8 +95,9 @@ RESET queen.dedup_cache_mb;
 SELECT queen.log_push_one_v1('p4.purge', 'Default', 1, queen.hash_blob('{p-2}'), -1, qtest.blob('{p-2}'),
                              qtest.pid('p4.purge', 'Default'), 0)->>'status' AS window_0;
 
--- the original's segment was deleted (retention): duplicate with the zero UUID
-DELETE FROM queen.log_segments WHERE partition_id = qtest.pid('p4.purge', 'Default') AND base_offset = 1;
+-- the original's segment was retained away (its hashes kept in log_txns for
+-- the window): duplicate with the zero UUID
+SELECT qtest.retain('p4.purge', 'Default', 1) AS log_start;
 SELECT status, message_id, log_offset, created_at FROM queen.push('p4.purge', '{}', 'Default', 'p-2');
 
 -- The cache grows through many resizes and still answers exactly: 2000 ids

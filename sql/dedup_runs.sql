@@ -1,6 +1,6 @@
 -- Dedup runs (src/core/dedup_runs.c): queen.dedup_index sorts a partition's
 -- stored hashes into runs, and a probe looks the incoming hashes up there
--- instead of reading the window from log_txns.  The cache is off, so every
+-- instead of reading the window's stored hashes.  The cache is off, so every
 -- probe shows what it reads.
 SET queen.dedup_cache_mb = 0;
 
@@ -55,8 +55,9 @@ SELECT * FROM runs;
 SELECT pg_temp.push_dr(891, 900) AS pushed;
 
 -- Repeats in the older run, the newer run and the tail are duplicates naming
--- their originals; a new transactionId is queued.  log_txns is read only to
--- confirm the two matches in runs and for the ten offsets of the tail
+-- their originals; a new transactionId is queued.  The stored hashes (in
+-- log_segments) are read only to confirm the two matches in runs and for
+-- the ten offsets of the tail
 -- (one row each): not the 900 rows of the window.  (The counts since the
 -- last flush of statistics: flushed now.)
 SELECT pg_stat_force_next_flush();
@@ -66,7 +67,7 @@ SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx850');
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx895');
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx-new');
 SELECT idx_tup_fetch < 100 AS read_little FROM pg_stat_xact_user_tables
- WHERE schemaname = 'queen' AND relname = 'log_txns';
+ WHERE schemaname = 'queen' AND relname = 'log_segments';
 COMMIT;
 
 -- Messages of one request repeating stored ones, within a multi-item push
@@ -128,7 +129,7 @@ SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx1200');
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx950');
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx5');
 
--- A chain with a run missing is not used: the probe reads log_txns instead
+-- A chain with a run missing is not used: the probe reads the stored hashes instead
 -- and still finds the repeat.
 SELECT pg_stat_force_next_flush();
 BEGIN;
@@ -136,7 +137,7 @@ DELETE FROM queen.log_dedup d USING queen.log_partitions p, queen.queues q
  WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.name = 'dr' AND d.run_start = -1;
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx7');
 SELECT idx_tup_fetch > 800 AS read_window FROM pg_stat_xact_user_tables
- WHERE schemaname = 'queen' AND relname = 'log_txns';
+ WHERE schemaname = 'queen' AND relname = 'log_segments';
 ROLLBACK;
 
 -- A queue whose dedup window is 0 is never probed, so it is not indexed

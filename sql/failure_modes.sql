@@ -19,18 +19,17 @@ SELECT pg_temp.copies('p8.fm', 'fm-1') AS copies;
 -- 2. Duplicate against a previous push, inside the window: duplicate plus
 --    the original message id; one copy, nothing written.
 CREATE TEMP TABLE before AS
-SELECT p.last_offset, (SELECT count(*) FROM queen.log_txns t WHERE t.partition_id = p.id) AS txn_rows
+SELECT p.last_offset, (SELECT count(*) FROM queen.log_segments t WHERE t.partition_id = p.id AND t.hashes IS NOT NULL) AS txn_rows
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'p8.fm';
 SELECT status, message_id = (SELECT message_id FROM body WHERE index = 0) AS original_id
   FROM queen.push('p8.fm', '{"copy": 4}', 'Default', 'fm-1');
 SELECT pg_temp.copies('p8.fm', 'fm-1') AS copies;
 SELECT p.last_offset = b.last_offset AS offsets_unchanged,
-       (SELECT count(*) FROM queen.log_txns t WHERE t.partition_id = p.id) = b.txn_rows AS hashes_unchanged
+       (SELECT count(*) FROM queen.log_segments t WHERE t.partition_id = p.id AND t.hashes IS NOT NULL) = b.txn_rows AS hashes_unchanged
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id, before b WHERE q.name = 'p8.fm';
 
 -- 3. Duplicate whose original segment was already retained away: duplicate
 --    with the zero UUID; the original is gone.
-DELETE FROM queen.log_segments s USING queen.log_partitions p, queen.queues q
- WHERE s.partition_id = p.id AND p.queue_id = q.id AND q.name = 'p8.fm';
+SELECT qtest.retain('p8.fm', 'Default', 1000) AS log_start;
 SELECT status, message_id FROM queen.push('p8.fm', '{"copy": 5}', 'Default', 'fm-1');
 SELECT pg_temp.copies('p8.fm', 'fm-1') AS copies;

@@ -41,13 +41,13 @@ SELECT count(*) AS segments,
          WHERE q.name = 'p1.orders' AND p.name = 'Default'
         WINDOW w AS (ORDER BY s.base_offset)) s;
 
--- every push writes its hash row, dedup on or off
+-- every push writes its hashes in its segment's row, dedup on or off
 SELECT count(*) AS txn_rows,
        bool_and(t.hashes = queen.txn_hash(r.transaction_id)) AS hash_of_txn
   FROM queen.read('p1.orders', 'Default') r
   JOIN queen.log_partitions p ON p.name = 'Default'
   JOIN queen.queues q ON q.id = p.queue_id AND q.name = 'p1.orders'
-  JOIN queen.log_txns t ON t.partition_id = p.id AND t.base_offset = r.log_offset;
+  JOIN queen.log_segments t ON t.partition_id = p.id AND t.base_offset = r.log_offset;
 
 -- Payloads: jsonb's canonical text is stored; whitespace around and inside
 -- JSON is normalised by jsonb before queen.push sees it.

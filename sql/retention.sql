@@ -61,17 +61,49 @@ SELECT q.name, p.log_start, p.oldest_live_at IS NOT NULL AS has_live
 SELECT queen.configure_queue_v1('{"queue": "ret.dedup", "options": {"dedupWindowSeconds": 60}}') IS NOT NULL AS configured;
 SELECT status FROM queen.push('ret.dedup', '{"n": 0}', 'Default', 'old');
 SELECT status FROM queen.push('ret.dedup', '{"n": 1}', 'Default', 'recent');
-UPDATE queen.log_txns t SET created_at = t.created_at - interval '1 hour'
+UPDATE queen.log_segments t SET created_at = t.created_at - interval '1 hour'
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
  WHERE p.id = t.partition_id AND q.name = 'ret.dedup' AND t.base_offset = 0;
 UPDATE queen.log_partitions p SET oldest_txn_at = p.oldest_txn_at - interval '1 hour'
   FROM queen.queues q WHERE q.id = p.queue_id AND q.name = 'ret.dedup';
 SELECT * FROM queen.retention_run() WHERE queue = 'ret.dedup';
-SELECT p.txns_start, (SELECT count(*) FROM queen.log_txns t WHERE t.partition_id = p.id) AS hash_rows
+-- (the hashes in a segment's row stay with it, below txns_start: not read)
+SELECT p.txns_start,
+       (SELECT count(*) FROM queen.log_segments t WHERE t.partition_id = p.id AND t.base_offset >= p.txns_start)
+       + (SELECT count(*) FROM queen.log_txns t WHERE t.partition_id = p.id) AS hash_rows
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'ret.dedup';
 SELECT status FROM queen.push('ret.dedup', '{"n": 2}', 'Default', 'recent');
 SELECT status FROM queen.push('ret.dedup', '{"n": 3}', 'Default', 'old');
 SELECT log_offset, transaction_id FROM queen.read('ret.dedup');
+
+-- A segment retention takes inside its dedup window leaves its hashes
+-- behind in log_txns: its transactionId is still a duplicate after the
+-- message is gone, until the window passes and the hashes' purge takes them.
+SELECT queen.configure_queue_v1('{"queue": "ret.move", "options": {"retentionEnabled": true, "retentionSeconds": 60}}') IS NOT NULL AS configured;
+SELECT status FROM queen.push('ret.move', '{"n": 0}', 'Default', 'm-0');
+SELECT status FROM queen.push('ret.move', '{"n": 1}', 'Default', 'm-1');
+UPDATE queen.log_segments s SET created_at = s.created_at - interval '10 minutes'
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE p.id = s.partition_id AND q.name = 'ret.move' AND s.base_offset = 0;
+UPDATE queen.log_partitions p SET oldest_live_at = p.oldest_live_at - interval '10 minutes'
+  FROM queen.queues q WHERE q.id = p.queue_id AND q.name = 'ret.move';
+SELECT * FROM queen.retention_run() WHERE queue = 'ret.move';
+SELECT t.base_offset, t.hashes = queen.txn_hash('m-0') AS hash_of_m0
+  FROM queen.log_txns t JOIN queen.log_partitions p ON p.id = t.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'ret.move';
+SELECT log_offset FROM queen.read('ret.move');
+SET queen.dedup_cache_mb = 0;
+SELECT status, log_offset FROM queen.push('ret.move', '{"n": 2}', 'Default', 'm-0');
+UPDATE queen.log_txns t SET created_at = t.created_at - interval '2 hours'
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE p.id = t.partition_id AND q.name = 'ret.move';
+UPDATE queen.log_partitions p SET oldest_txn_at = p.oldest_txn_at - interval '2 hours'
+  FROM queen.queues q WHERE q.id = p.queue_id AND q.name = 'ret.move';
+SELECT kind, segments FROM queen.retention_run() WHERE queue = 'ret.move';
+SELECT count(*) AS moved_hash_rows FROM queen.log_txns t JOIN queen.log_partitions p ON p.id = t.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'ret.move';
+SELECT status, log_offset FROM queen.push('ret.move', '{"n": 3}', 'Default', 'm-0');
+RESET queen.dedup_cache_mb;
 
 -- dead letters: those that failed before queen.dlq_retention go, a batch
 -- at a time; newer ones stay

@@ -27,7 +27,7 @@ SELECT log_offset, payload FROM queen.read('p7.events');
 SELECT count(*) AS new_queue_rows FROM queen.queues WHERE name = 'p7.new-queue';
 SELECT count(*) AS side_partition_rows FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
  WHERE q.name = 'p7.events' AND p.name = 'side';
-SELECT p.last_offset, (SELECT count(*) FROM queen.log_txns t WHERE t.partition_id = p.id) AS txn_rows
+SELECT p.last_offset, (SELECT count(*) FROM queen.log_segments t WHERE t.partition_id = p.id AND t.hashes IS NOT NULL) AS txn_rows
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'p7.events';
 -- the rolled-back transactionId was never stored, so it is not a duplicate
 SELECT status, log_offset FROM queen.push('p7.events', '{"order": 2}', 'Default', 'order-2');

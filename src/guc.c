@@ -392,7 +392,7 @@ queen_define_retention_gucs(void)
 
 	DefineCustomStringVariable("queen.retention_phases",
 							   "Which phases of retention run.",
-							   "A list of segments (the queues' retention rules and maxWaitTimeSeconds), hashes (the log_txns purge behind the dedup windows), dlq (queen.dlq_retention), traces (queen.trace_retention) and partitions (queen.partition_cleanup_days). Both the maintenance worker and queen.retention_run obey it.",
+							   "A list of segments (the queues' retention rules and maxWaitTimeSeconds), hashes (the purge of transactionId hashes behind the dedup windows), dlq (queen.dlq_retention), traces (queen.trace_retention) and partitions (queen.partition_cleanup_days). Both the maintenance worker and queen.retention_run obey it.",
 							   &queen_retention_phases_setting,
 							   "segments, hashes, dlq, traces, partitions",
 							   PGC_SUSET,

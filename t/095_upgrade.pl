@@ -108,6 +108,18 @@ if ($got ne $want)
 	diag("only in the updated one: $_") for grep { !$w{$_} } sort keys %g;
 }
 
+# ---- the rows 1.0 wrote, in this version's layout ---------------------------
+# every segment's hashes in its own row, but the 15 whose hashes 1.0 had
+# purged past the window; log_txns keeps only the hashes of the 20 segments
+# retention took inside their window
+is($node->safe_psql('up', q{SELECT count(*) FILTER (WHERE hashes IS NULL) || '/' || count(*) FROM queen.log_segments}),
+	'15/175', 'the hashes moved into their segments\' rows (175 segments, 15 without)');
+is($node->safe_psql('up', q{
+	SELECT q.name || ':' || count(*) || ':' || min(t.base_offset) || '-' || max(t.end_offset)
+	  FROM queen.log_txns t JOIN queen.log_partitions p ON p.id = t.partition_id
+	  JOIN queen.queues q ON q.id = p.queue_id GROUP BY q.name}),
+	'upgrade.retained:20:0-19', 'log_txns keeps the hashes of the segments retention took');
+
 # ---- the rows 1.0 wrote, read by this version ------------------------------
 is($node->safe_psql('up', 'SELECT count(*) FROM upgrade_expect_messages'), '251',
 	'the fixture expects 251 stored messages');

@@ -370,7 +370,7 @@ static const QueenMetricDef queen_metric_defs[] = {
 	QUEEN_COUNTER("queen_retention_segments_deleted_total", NULL,
 				  "Segments retention removed (the rows that held those messages).", QUEEN_COUNT_RET_SEGMENTS),
 	QUEEN_COUNTER("queen_retention_hashes_deleted_total", NULL,
-				  "transactionId hashes removed once past every dedup window (the log_txns purge).", QUEEN_COUNT_RET_HASHES),
+				  "transactionId hashes removed once past every dedup window (the hashes' purge).", QUEEN_COUNT_RET_HASHES),
 	QUEEN_COUNTER("queen_retention_dlq_deleted_total", NULL,
 				  "Dead letters removed past queen.dlq_retention.", QUEEN_COUNT_RET_DLQ),
 	QUEEN_COUNTER("queen_retention_traces_deleted_total", NULL,

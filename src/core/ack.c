@@ -15,7 +15,7 @@
  * retry limit and DLQ switch and the partition's txns_start are plain
  * reads in the same statement.
  *
- * A transactionId resolves to an offset through log_txns (16-byte hashes
+ * A transactionId resolves to an offset through the stored hashes (16-byte hashes
  * per frame, frame order): first inside the span the ack may move the
  * cursor over, [max(committed + 1, txns_start), batch_end] under a lease
  * or everything above the cursor without one, walking up and stopping once
@@ -163,7 +163,7 @@ queen_ack_status_known(const char *status, size_t len)
 }
 
 /* ----------------------------------------------------------------
- *		Resolution through log_txns
+ *		Resolution through the stored hashes
  * ----------------------------------------------------------------
  */
 
@@ -260,7 +260,7 @@ queen_ack_visit_below(QueenAckGroup *g, const QueenHashRefs *refs, int64 off,
 	return queen_ack_visit(g, refs, off, hash, g->below, g->eff);
 }
 
-/* The items' transactionIds hashed as log_txns stores them. */
+/* The items' transactionIds hashed as the log stores them. */
 static void
 queen_ack_hash(QueenAckGroup *g)
 {
@@ -563,7 +563,7 @@ queen_ack_verdict(const QueenAckGroup *g, int i, MemoryContext out_cxt)
  * and the items are exactly the batch the pop delivered (as many as the
  * span has offsets, and the digest of their transactionIds is the one the
  * pop recorded).  5.4 would find each of them in the span and move the
- * cursor to its end; so does this, without reading log_txns.
+ * cursor to its end; so does this, without reading the stored hashes.
  */
 static bool
 queen_ack_whole_batch(QueenAckGroup *g)

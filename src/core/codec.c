@@ -318,7 +318,7 @@ queen_decompress(const char *data, size_t len, StringInfo out)
 
 /*
  * XXH3-128 (seed 0) of the transactionId bytes, in xxHash's canonical
- * big-endian form: the 16 bytes stored in log_txns and compared by probes.
+ * big-endian form: the 16 bytes stored in log_segments.hashes and compared by probes.
  */
 void
 queen_txn_hash(const char *txn, size_t len, uint8 *out)

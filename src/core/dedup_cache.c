@@ -5,7 +5,7 @@
  *	  already read, so a push only reads what was written since.
  *
  * Without it every push to a dedup-enabled partition reads every hash of
- * the partition's window from log_txns, a cost that grows with the window's
+ * the partition's window from the stored hashes, a cost that grows with the window's
  * traffic.  The cache keeps, per partition, the hashes stored at offsets in
  * (floor, verified_upto] written since loaded_since; a probe then checks the
  * incoming hashes against it in memory and reads only the rows above
@@ -36,9 +36,9 @@
  *	  so a match is a hit the probe confirms against the stored row; a slot
  *	  decides alone only that it cannot match.
  *
- * The cache trusts that log_txns changes only through Queen: the allocator,
+ * The cache trusts that the stored hashes change only through Queen: the allocator,
  * and purges that advance txns_start (the lower bound follows it).  Editing
- * log_txns by hand can make it stale; queen.dedup_cache_mb = 0 turns it off.
+ * the hashes by hand can make it stale; queen.dedup_cache_mb = 0 turns it off.
  *
  * What the current transaction wrote is kept apart (dedup_own.c), and
  * absorbed here only once it committed (queen_dedup_cache_absorb).

@@ -43,7 +43,7 @@ typedef struct QueenPendingWrite
 /*
  * Per partition this transaction wrote to: how many of its writes are live,
  * and an index of its own hashes so that a later probe in the same
- * transaction does not reread them from log_txns (which made a transaction
+ * transaction does not reread them from the log (which made a transaction
  * of n pushes to one partition read n^2/2 rows).  The index covers offsets
  * (floor, upto]: the transaction holds the partition row lock from its
  * first write, so nothing else can land in that range.  A rolled back

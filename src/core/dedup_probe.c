@@ -8,7 +8,7 @@
  * probed range before our allocation, and a clean probe is final.  What
  * this process already read comes from the dedup cache (dedup_cache.c),
  * what this transaction wrote itself is matched in memory, and only the
- * rest is read from log_txns.  Both memories keep part of each hash, so
+ * rest is read from the stored hashes.  Both memories keep part of each hash, so
  * what they match is confirmed against its stored row.
  *
  *-------------------------------------------------------------------------
@@ -31,7 +31,7 @@
 #define QUEEN_PROBE_FILL_ALWAYS 1024
 
 /*
- * Lower first_off[i] to the offset of every stored frame of one log_txns row
+ * Lower first_off[i] to the offset of every stored frame of one hash row
  * above from whose hash equals incoming frame i.
  */
 static void

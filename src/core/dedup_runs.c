@@ -6,7 +6,7 @@
  *	  its window.
  *
  * Without them a probe that its process's cache cannot answer reads every
- * hash row of the window from log_txns: with an hour's window under load
+ * hash row of the window from the stored hashes: with an hour's window under load
  * that is millions of hashes per push, and throughput fell to a fifth
  * within ten minutes (docs/BENCHMARKS.md).  An index maintained per hash
  * costs more than the whole rest of a push (a GIN index over the blobs was
@@ -21,10 +21,10 @@
  * runs) first, then, for the keys it may hold, one index descent to the
  * row that may hold them.  What matches goes to the probe's confirmation
  * as a cache hit would: runs keep 8 of the 16 bytes and no time, so every
- * match is compared in full against its log_txns row.  Runs are an
+ * match is compared in full against its stored hash row.  Runs are an
  * accelerator, never the record: a probe uses them only when they form an
  * unbroken chain from below its floor up to offsets it knows are
- * committed, and reads the rest from log_txns.
+ * committed, and reads the rest from the stored hashes.
  *
  * Runs are built only from committed rows: a partition's committed
  * last_offset is moved under its row lock in the transaction that wrote
@@ -102,7 +102,7 @@ queen_runs_int64(TupleTableSlot *slot, int att)
  * queen.dedup_filter_mb (least recently used first out): without one,
  * every incoming hash costs an index descent in every run, 15% of all CPU
  * in bench/sustained once the runs held the window.  A run's content
- * never changes (it holds what log_txns holds at its offsets; merging
+ * never changes (it holds what the stored hashes hold at its offsets; merging
  * makes a new run), so a filter stays true for as long as it is kept.
  * Ten bits a key and six bits probed in one 64-byte block: about 1% of
  * the keys a run does not hold still cost their descent.
@@ -303,7 +303,7 @@ queen_filter_get(const pg_uuid_t *pid, int64 run_end, int64 run_start, int64 nke
  * run above it or by merging the newest runs, which rewrites that row, so
  * a chain whose newest row is still the one it was read under is still
  * the chain.  (A lookup into a run that is not there after all, say
- * deleted by hand, fails as it did before, and the probe reads log_txns.)
+ * deleted by hand, fails as it did before, and the probe reads the stored hashes.)
  * At most QUEEN_CHAINS_MAX partitions are remembered; beyond that the
  * memory is given back and they are read again.
  */
@@ -462,7 +462,7 @@ queen_run_lookup(IndexScanDesc scan, TupleTableSlot *slot, ScanKeyData *keys,
  * above from, up to upto (what the caller knows is committed), adding every
  * match above from to hits.  Returns the offset up to which the runs
  * covered the partition (everything in (from, result] was looked up), or
- * from when there are no runs to use.  Same snapshot rules as the log_txns
+ * from when there are no runs to use.  Same snapshot rules as the hash
  * walk (txns_walk.c).  A caller not allowed to read log_dedup probes
  * without it: the runs only save work.
  */
@@ -562,7 +562,7 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 	goto done;
 
 broken:
-	/* read again next time; this probe reads log_txns above from */
+	/* read again next time; this probe reads the stored hashes above from */
 	chain->nlinks = 0;
 
 done:

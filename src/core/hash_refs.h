@@ -2,7 +2,7 @@
  *
  * hash_refs.h
  *	  A hash set over a few transactionId hashes (hash_refs.c), so that a
- *	  walk over a partition's stored hashes (log_txns) can ask, frame by
+ *	  walk over a partition's stored hashes (txns_walk.c) can ask, frame by
  *	  frame, which of the hashes it is looking for a frame matches.
  *
  * The dedup probe looks up a segment's incoming hashes this way, and the

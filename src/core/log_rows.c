@@ -45,9 +45,15 @@ typedef struct QueenRowTable
 	bool		checks;			/* a constraint the write path does not ensure */
 } QueenRowTable;
 
-/* the first four columns of both tables; the fifth is the table's data */
-static const char *const queen_row_columns[4] =
-{"partition_id", "base_offset", "end_offset", "created_at"};
+/* log_segments's columns, as queen--1.1.sql creates them, in its order */
+#define SEGMENT_NCOLUMNS 6
+static const char *const queen_segment_columns[SEGMENT_NCOLUMNS] =
+{"partition_id", "base_offset", "end_offset", "created_at", "blob", "hashes"};
+
+/* the CHECK constraints queen--1.1.sql makes, which the write path ensures */
+static const char *const queen_segment_checks[2] =
+{"log_segments_range_check", "log_segments_stride_check"};
+static const char *const queen_partition_check = "log_partitions_name_check";
 
 /* A trigger someone created on rel (the foreign keys' own are internal); NULL if none. */
 static const char *
@@ -99,7 +105,7 @@ queen_rows_refuse_bypass(Relation rel)
 
 /*
  * Whether a write to rel must check the table's constraints: only when it
- * has a CHECK constraint other than queen--1.1.sql's own, own_check.  The
+ * has a CHECK constraint other than queen--1.1.sql's own (the n in own).  The
  * write path ensures that one by construction (a segment's range from its
  * validated msg_count, the hash blob's stride validated against it, a
  * partition's name untouched by the allocator), and no column is written
@@ -107,37 +113,39 @@ queen_rows_refuse_bypass(Relation rel)
  * prepared again for every push (a tenth of a one-message push's inserts).
  */
 static bool
-queen_rows_need_checks(Relation rel, const char *own_check)
+queen_rows_need_checks(Relation rel, const char *const *own, int n)
 {
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
 	int			i;
+	int			j;
 
 	for (i = 0; constr != NULL && i < constr->num_check; i++)
-		if (strcmp(constr->check[i].ccname, own_check) != 0)
+	{
+		for (j = 0; j < n; j++)
+			if (strcmp(constr->check[i].ccname, own[j]) == 0)
+				break;
+		if (j == n)
 			return true;
+	}
 	return false;
 }
 
 static void
-queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column,
-				const char *own_check)
+queen_rows_open(QueenRowTable *t, Oid relid, Index rti)
 {
 	TupleDesc	desc;
 	int			i;
 
 	t->rel = table_open(relid, RowExclusiveLock);
 	desc = RelationGetDescr(t->rel);
-	/* the columns as queen--1.1.sql creates them, in its order */
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < SEGMENT_NCOLUMNS; i++)
 	{
-		const char *want = i < 4 ? queen_row_columns[i] : last_column;
-
-		if (desc->natts != 5 || TupleDescAttr(desc, i)->attisdropped ||
-			strcmp(NameStr(TupleDescAttr(desc, i)->attname), want) != 0)
+		if (desc->natts != SEGMENT_NCOLUMNS || TupleDescAttr(desc, i)->attisdropped ||
+			strcmp(NameStr(TupleDescAttr(desc, i)->attname), queen_segment_columns[i]) != 0)
 			queen_table_changed(RelationGetRelationName(t->rel));
 	}
 	queen_rows_refuse_bypass(t->rel);
-	t->checks = queen_rows_need_checks(t->rel, own_check);
+	t->checks = queen_rows_need_checks(t->rel, queen_segment_checks, lengthof(queen_segment_checks));
 	t->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(t->rri, t->rel, rti, NULL, 0);
 	ExecOpenIndices(t->rri, false);
@@ -146,17 +154,18 @@ queen_rows_open(QueenRowTable *t, Oid relid, Index rti, const char *last_column,
 
 static void
 queen_rows_put(QueenRowTable *t, EState *estate, CommandId cid, const pg_uuid_t *pid,
-			   int64 base, int64 last, TimestampTz stamp, bytea *data)
+			   const QueenSegment *seg)
 {
 	TupleTableSlot *slot = t->slot;
 
 	ExecClearTuple(slot);
 	slot->tts_values[0] = UUIDPGetDatum(pid);
-	slot->tts_values[1] = Int64GetDatum(base);
-	slot->tts_values[2] = Int64GetDatum(last);
-	slot->tts_values[3] = TimestampTzGetDatum(stamp);
-	slot->tts_values[4] = PointerGetDatum(data);
-	memset(slot->tts_isnull, false, sizeof(bool) * 5);
+	slot->tts_values[1] = Int64GetDatum(seg->base_offset);
+	slot->tts_values[2] = Int64GetDatum(seg->base_offset + seg->msg_count - 1);
+	slot->tts_values[3] = TimestampTzGetDatum(seg->created_at);
+	slot->tts_values[4] = PointerGetDatum(seg->blob);
+	slot->tts_values[5] = PointerGetDatum(seg->hashes);
+	memset(slot->tts_isnull, false, sizeof(bool) * SEGMENT_NCOLUMNS);
 	ExecStoreVirtualTuple(slot);
 
 	if (t->checks)
@@ -320,7 +329,7 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	desc = RelationGetDescr(rel);
 	rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
-	checks = queen_rows_need_checks(rel, "log_partitions_name_check");
+	checks = queen_rows_need_checks(rel, &queen_partition_check, 1);
 	oldslot = table_slot_create(rel, NULL);
 	newslot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
 	cid = GetCurrentCommandId(true);
@@ -370,15 +379,18 @@ queen_update_partitions(QueenTarget **targets, int n, TimestampTz now)
 	CommandCounterIncrement();
 }
 
-/* Insert the segment and hash rows of targets, which the allocator placed. */
+/*
+ * Insert the segment rows of targets, which the allocator placed: one row
+ * each, its frames and their transactionId hashes (1.0 wrote the hashes to
+ * a second table, log_txns: a heap and a B-tree insert more per push).
+ */
 void
 queen_insert_rows(QueenTarget **targets, int n)
 {
 	EState	   *estate;
-	Oid			relids[2] = {queen_table_oid("log_segments"), queen_table_oid("log_txns")};
-	List	   *rtable = NIL;
+	Oid			relid = queen_table_oid("log_segments");
+	List	   *rtable;
 	QueenRowTable segments;
-	QueenRowTable txns;
 	CommandId	cid;
 	int			i;
 
@@ -389,25 +401,14 @@ queen_insert_rows(QueenTarget **targets, int n)
 	cid = GetCurrentCommandId(true);
 
 	/* the same INSERT privilege check a statement makes */
-	for (i = 0; i < 2; i++)
-		rtable = lappend(rtable, queen_rows_rte(relids[i], ACL_INSERT));
+	rtable = list_make1(queen_rows_rte(relid, ACL_INSERT));
 	ExecCheckRTPerms(rtable, true);
 	ExecInitRangeTable(estate, rtable);
 
-	queen_rows_open(&segments, relids[0], 1, "blob", "log_segments_range_check");
-	queen_rows_open(&txns, relids[1], 2, "hashes", "log_txns_stride_check");
+	queen_rows_open(&segments, relid, 1);
 	for (i = 0; i < n; i++)
-	{
-		QueenSegment *seg = targets[i]->seg;
-		int64		last = seg->base_offset + seg->msg_count - 1;
-
-		queen_rows_put(&segments, estate, cid, &targets[i]->pid, seg->base_offset, last,
-					   seg->created_at, seg->blob);
-		queen_rows_put(&txns, estate, cid, &targets[i]->pid, seg->base_offset, last,
-					   seg->created_at, seg->hashes);
-	}
+		queen_rows_put(&segments, estate, cid, &targets[i]->pid, targets[i]->seg);
 	queen_rows_close(&segments);
-	queen_rows_close(&txns);
 	FreeExecutorState(estate);
 
 	/* what comes next in this transaction (a probe, a resolve) sees the rows */

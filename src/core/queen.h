@@ -22,7 +22,7 @@
 /* The tenant every request belongs to unless it says otherwise. */
 #define QUEEN_DEFAULT_TENANT	"00000000-0000-0000-0000-000000000001"
 
-/* Bytes of one transactionId hash in log_txns.hashes and in hash blobs. */
+/* Bytes of one transactionId hash in log_segments.hashes, log_txns.hashes and hash blobs. */
 #define QUEEN_HASH_LEN			16
 
 /* Longest queue and partition name in bytes (queues.name is varchar(255)). */

@@ -19,8 +19,9 @@
  * for one step at most; the segments go in one ranged DELETE, and
  * log_start moves to the first offset kept, never backwards and never into
  * a segment.  Consumers whose cursor is below log_start resume at the
- * first segment kept (the claim reads from log_start).  log_txns is not
- * touched: the dedup window outlives the messages (its purge is its own).
+ * first segment kept (the claim reads from log_start).  The hashes of the
+ * segments that go move to log_txns where the dedup window outlives the
+ * messages (the hashes' purge is its own).
  *
  * Only partitions that are due are visited: oldest_live_at (the created_at
  * of the first segment kept, indexed per queue) before the queue's
@@ -105,9 +106,19 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 		" WHERE ok ORDER BY base_offset",
 		6, {UUIDOID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID}, NULL
 	},
+	/*
+	 * The segments go; the hashes the dedup window still needs (at or above
+	 * txns_start, which this step's lock holds still) move to log_txns,
+	 * below every segment kept.
+	 */
 	[QUEEN_RT_DELETE] = {
-		"DELETE FROM queen.log_segments"
-		" WHERE partition_id = $1 AND base_offset >= $2 AND base_offset <= $3",
+		"WITH d AS (DELETE FROM queen.log_segments"
+		"            WHERE partition_id = $1 AND base_offset >= $2 AND base_offset <= $3"
+		"           RETURNING partition_id, base_offset, end_offset, created_at, hashes)"
+		" INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)"
+		" SELECT d.partition_id, d.base_offset, d.end_offset, d.created_at, d.hashes FROM d"
+		"  WHERE d.hashes IS NOT NULL"
+		"    AND d.end_offset >= (SELECT txns_start FROM queen.log_partitions WHERE id = $1)",
 		3, {UUIDOID, INT8OID, INT8OID}, NULL
 	},
 	[QUEEN_RT_ADVANCE] = {
@@ -151,13 +162,27 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 		"SELECT txns_start FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
 		1, {UUIDOID}, NULL
 	},
-	/* created_at rises with the offset: the rows before the cutoff are a prefix */
+	/*
+	 * The hash rows of both tables from txns_start, log_txns's below the
+	 * segments'; created_at rises with the offset, so the rows before the
+	 * cutoff are a prefix of the first $4, and no more are read.
+	 */
 	[QUEEN_RT_TXNS_CHOOSE] = {
-		"SELECT base_offset, end_offset FROM queen.log_txns"
-		" WHERE partition_id = $1 AND base_offset >= $2 AND created_at < $3"
-		" ORDER BY base_offset LIMIT $4",
+		"SELECT base_offset, end_offset FROM"
+		" (SELECT base_offset, end_offset, created_at FROM"
+		"   (SELECT base_offset, end_offset, created_at FROM queen.log_txns"
+		"     WHERE partition_id = $1 AND base_offset >= $2"
+		"    UNION ALL"
+		"    SELECT base_offset, end_offset, created_at FROM queen.log_segments"
+		"     WHERE partition_id = $1 AND base_offset >= $2) u"
+		"   ORDER BY base_offset LIMIT $4) h"
+		" WHERE created_at < $3 ORDER BY base_offset",
 		4, {UUIDOID, INT8OID, TIMESTAMPTZOID, INT8OID}, NULL
 	},
+	/*
+	 * Hashes that moved to log_txns go; those still in their segment's row
+	 * stay with it, below txns_start, where no reader looks for them.
+	 */
 	[QUEEN_RT_TXNS_DELETE] = {
 		"DELETE FROM queen.log_txns"
 		" WHERE partition_id = $1 AND base_offset >= $2 AND base_offset <= $3",
@@ -165,9 +190,13 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
 	},
 	[QUEEN_RT_TXNS_ADVANCE] = {
 		"UPDATE queen.log_partitions SET txns_start = $2,"
-		"       oldest_txn_at = (SELECT t.created_at FROM queen.log_txns t"
-		"                         WHERE t.partition_id = $1 AND t.base_offset >= $2"
-		"                         ORDER BY t.base_offset LIMIT 1)"
+		"       oldest_txn_at = COALESCE("
+		"         (SELECT t.created_at FROM queen.log_txns t"
+		"           WHERE t.partition_id = $1 AND t.base_offset >= $2"
+		"           ORDER BY t.base_offset LIMIT 1),"
+		"         (SELECT s.created_at FROM queen.log_segments s"
+		"           WHERE s.partition_id = $1 AND s.base_offset >= $2"
+		"           ORDER BY s.base_offset LIMIT 1))"
 		" WHERE id = $1",
 		2, {UUIDOID, INT8OID}, NULL
 	},
@@ -257,7 +286,7 @@ static QueenStmt queen_retention_stmts[QUEEN_RT_N] = {
  */
 static bool
 queen_retention_remove(const pg_uuid_t *partition, int max_rows, int delete_stmt,
-					   int advance_stmt, QueenRetentionStep *out)
+					   int delete_rc, int advance_stmt, QueenRetentionStep *out)
 {
 	SPITupleTable *tt = SPI_tuptable;
 	bool		more = SPI_processed > (uint64) max_rows;
@@ -287,7 +316,7 @@ queen_retention_remove(const pg_uuid_t *partition, int max_rows, int delete_stmt
 	values[0] = UUIDPGetDatum(partition);
 	values[1] = Int64GetDatum(queen_get_int64(tt->vals[0], tt->tupdesc, 1));
 	values[2] = Int64GetDatum(queen_get_int64(tt->vals[n - 1], tt->tupdesc, 1));
-	queen_stmt_run(&queen_retention_stmts[delete_stmt], values, NULL, false, SPI_OK_DELETE,
+	queen_stmt_run(&queen_retention_stmts[delete_stmt], values, NULL, false, delete_rc,
 				   "retention delete");
 	values[1] = Int64GetDatum(out->new_log_start);
 	queen_stmt_run(&queen_retention_stmts[advance_stmt], values, NULL, false, SPI_OK_UPDATE,
@@ -334,7 +363,8 @@ queen_retention_step(const pg_uuid_t *partition, TimestampTz all_cutoff,
 	values[5] = Int64GetDatum((int64) max_rows + 1);
 	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_CHOOSE], values, nulls, true,
 				   SPI_OK_SELECT, "retention choice");
-	if (queen_retention_remove(partition, max_rows, QUEEN_RT_DELETE, QUEEN_RT_ADVANCE, out))
+	if (queen_retention_remove(partition, max_rows, QUEEN_RT_DELETE, SPI_OK_INSERT,
+							   QUEEN_RT_ADVANCE, out))
 		out->done = false;
 	SPI_finish();
 }
@@ -432,8 +462,8 @@ queen_txns_purge_step(const pg_uuid_t *partition, TimestampTz cutoff, int max_ro
 	values[3] = Int64GetDatum((int64) max_rows + 1);
 	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_TXNS_CHOOSE], values, NULL, true,
 				   SPI_OK_SELECT, "txns purge choice");
-	if (queen_retention_remove(partition, max_rows, QUEEN_RT_TXNS_DELETE, QUEEN_RT_TXNS_ADVANCE,
-							   out))
+	if (queen_retention_remove(partition, max_rows, QUEEN_RT_TXNS_DELETE, SPI_OK_DELETE,
+							   QUEEN_RT_TXNS_ADVANCE, out))
 		out->done = false;
 	if (out->segments > 0)
 	{

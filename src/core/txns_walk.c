@@ -1,17 +1,25 @@
 /*-------------------------------------------------------------------------
  *
  * txns_walk.c
- *	  A walk over a partition's hash rows (queen.log_txns) holding offsets
- *	  in [lo, hi], in ascending or descending offset order, read in place
- *	  through the primary key.
+ *	  A walk over a partition's transactionId hashes holding offsets in
+ *	  [lo, hi], in ascending or descending offset order, read in place
+ *	  through the primary keys of the two tables that hold them.
+ *
+ * Since 1.1 a segment's hashes live in its own row (log_segments.hashes):
+ * a push writes one row, not two.  When retention purges a segment whose
+ * hashes the dedup window still needs, they move to queen.log_txns
+ * (retention.c), so log_txns holds only offsets below every segment kept.
+ * The walk reads log_segments and, only where the segments do not reach
+ * down to lo, log_txns below them: a descending walk that the segments
+ * cover (a push's probe, almost always) never opens log_txns.
  *
  * The dedup probe walks a partition's window newest first whenever its
  * cache cannot answer, and the ack walks a lease's span to resolve
  * transactionIds; both visit every frame of every row.  Through SPI each
  * row was copied out of its page into a tuple table, behind a portal and a
  * plan: most of a walk's cost once the dedup cache no longer held the
- * window.  Here an index scan of log_txns_pkey hands over each row where it
- * lies, detoasting only hash blobs stored out of line.
+ * window.  Here an index scan of the primary key hands over each row where
+ * it lies, detoasting only hash blobs stored out of line.
  *
  * The snapshot is taken as a statement of the caller's would take it (a
  * command counter increment, then the transaction snapshot with the current
@@ -19,7 +27,7 @@
  * COMMITTED so are the rows the pusher whose lock we waited for committed
  * (under REPEATABLE READ that pusher's update of the partition row already
  * failed our lock with a serialization error).  The caller must be allowed
- * to SELECT from log_txns, as the statement would have checked.
+ * to SELECT from the tables, as the statement would have checked.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,36 +52,72 @@
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
 
-/* log_txns's columns, as queen--1.1.sql creates them (log_rows.c checks) */
+/* The columns both tables share, as queen--1.1.sql creates them (log_rows.c checks) */
 #define TXNS_ATT_BASE		2
 #define TXNS_ATT_END		3
 #define TXNS_ATT_CREATED	4
-#define TXNS_ATT_HASHES		5
 
-struct QueenTxnsWalk
+/* One of the two tables, opened when the walk first needs it. */
+typedef struct QueenHashTable
 {
+	const char *name;
+	int			natts;			/* as created: the layout check */
+	AttrNumber	hashes;			/* the hashes' column */
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
+} QueenHashTable;
+
+enum
+{
+	WALK_SEGMENTS,
+	WALK_TXNS
+};
+
+struct QueenTxnsWalk
+{
+	QueenHashTable tables[2];
+	QueenHashTable *cur;		/* the table being walked */
 	pg_uuid_t	pid;
 	int64		lo;
 	int64		hi;
+	int64		lowest;			/* descending: the lowest base the segments gave */
 	bool		descending;
-	bool		done;
+	bool		done;			/* the current table has nothing more in [lo, hi] */
+	bool		finished;		/* neither has */
 	Pointer		detoasted;		/* the current row's hashes, if copied */
 };
 
 static void
+queen_hash_table_open(QueenHashTable *t)
+{
+	Oid			relid = queen_table_oid(t->name);
+	Oid			indexid;
+
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, t->name);
+	t->heap = table_open(relid, AccessShareLock);
+	indexid = RelationGetPrimaryKeyIndex(t->heap);
+	if (!OidIsValid(indexid) || RelationGetDescr(t->heap)->natts != t->natts)
+		queen_table_changed(t->name);
+	t->index = index_open(indexid, AccessShareLock);
+	t->slot = table_slot_create(t->heap, NULL);
+}
+
+static void
 queen_txns_scan(QueenTxnsWalk *w, StrategyNumber strategy, RegProcedure proc, int64 bound)
 {
+	QueenHashTable *t = w->cur;
 	ScanKeyData keys[2];
 
+	if (t->heap == NULL)
+		queen_hash_table_open(t);
 	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(&w->pid));
 	ScanKeyInit(&keys[1], 2, strategy, proc, Int64GetDatum(bound));
-	if (w->scan == NULL)
-		w->scan = index_beginscan(w->heap, w->index, GetActiveSnapshot(), 2, 0);
-	index_rescan(w->scan, keys, 2, NULL, 0);
+	if (t->scan == NULL)
+		t->scan = index_beginscan(t->heap, t->index, GetActiveSnapshot(), 2, 0);
+	index_rescan(t->scan, keys, 2, NULL, 0);
 }
 
 /* The previous row's out-of-line hashes, copied: a long walk must not pile them up. */
@@ -88,27 +132,20 @@ queen_txns_release(QueenTxnsWalk *w)
 static inline int64
 queen_txns_int64(QueenTxnsWalk *w, int att)
 {
-	return queen_slot_int64(w->slot, att, "log_txns");
+	return queen_slot_int64(w->cur->slot, att, w->cur->name);
 }
 
 QueenTxnsWalk *
 queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 {
 	QueenTxnsWalk *w = palloc0(sizeof(QueenTxnsWalk));
-	Oid			relid = queen_table_oid("log_txns");
-	Oid			indexid;
 
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "log_txns");
-	w->heap = table_open(relid, AccessShareLock);
-	indexid = RelationGetPrimaryKeyIndex(w->heap);
-	if (!OidIsValid(indexid) || RelationGetDescr(w->heap)->natts != 5)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"queen.log_txns\" is not as this version of queen created it"),
-				 errhint("Drop and create the extension again.")));
-	w->index = index_open(indexid, AccessShareLock);
-	w->slot = table_slot_create(w->heap, NULL);
+	w->tables[WALK_SEGMENTS].name = "log_segments";
+	w->tables[WALK_SEGMENTS].natts = 6;
+	w->tables[WALK_SEGMENTS].hashes = 6;
+	w->tables[WALK_TXNS].name = "log_txns";
+	w->tables[WALK_TXNS].natts = 5;
+	w->tables[WALK_TXNS].hashes = 5;
 	w->pid = *pid;
 	w->descending = descending;
 
@@ -121,17 +158,10 @@ queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 	return w;
 }
 
-/*
- * Walk [lo, hi] instead, from its start, in the walk's direction and under
- * its snapshot: several ranges of one partition cost one relation open and
- * one snapshot.
- */
-void
-queen_txns_walk_seek(QueenTxnsWalk *w, int64 lo, int64 hi)
+/* Start walking the current table over [lo, hi], from its start in the walk's direction. */
+static void
+queen_txns_start(QueenTxnsWalk *w, int64 lo, int64 hi)
 {
-	queen_txns_release(w);
-	w->lo = lo;
-	w->hi = hi;
 	w->done = lo > hi;
 	if (w->done)
 		return;
@@ -143,12 +173,58 @@ queen_txns_walk_seek(QueenTxnsWalk *w, int64 lo, int64 hi)
 
 	/* ascending: from the row that holds lo, if one starts below it */
 	queen_txns_scan(w, BTLessEqualStrategyNumber, F_INT8LE, lo);
-	if (index_getnext_slot(w->scan, BackwardScanDirection, w->slot) &&
+	if (index_getnext_slot(w->cur->scan, BackwardScanDirection, w->cur->slot) &&
 		queen_txns_int64(w, TXNS_ATT_END) >= lo)
 		queen_txns_scan(w, BTGreaterEqualStrategyNumber, F_INT8GE,
 						queen_txns_int64(w, TXNS_ATT_BASE));
 	else
 		queen_txns_scan(w, BTGreaterEqualStrategyNumber, F_INT8GE, lo);
+}
+
+/*
+ * Walk [lo, hi] instead, from its start, in the walk's direction and under
+ * its snapshot: several ranges of one partition cost one relation open and
+ * one snapshot.  log_txns holds only offsets below the segments, so an
+ * ascending walk reads it first and a descending one last.
+ */
+void
+queen_txns_walk_seek(QueenTxnsWalk *w, int64 lo, int64 hi)
+{
+	queen_txns_release(w);
+	w->lo = lo;
+	w->hi = hi;
+	w->lowest = hi + 1;
+	w->finished = lo > hi;
+	w->cur = &w->tables[w->descending ? WALK_SEGMENTS : WALK_TXNS];
+	if (!w->finished)
+		queen_txns_start(w, lo, hi);
+}
+
+/*
+ * The current table is done: go on to the other one, where it can hold
+ * offsets of [lo, hi] not yet visited; false when none is left.
+ */
+static bool
+queen_txns_next_table(QueenTxnsWalk *w)
+{
+	if (w->cur == &w->tables[WALK_SEGMENTS] && !w->descending)
+		return false;
+	if (w->cur == &w->tables[WALK_TXNS] && w->descending)
+		return false;
+	if (w->descending)
+	{
+		/* the segments reached lo: nothing below them is in range */
+		if (w->lowest <= w->lo)
+			return false;
+		w->cur = &w->tables[WALK_TXNS];
+		queen_txns_start(w, w->lo, Min(w->hi, w->lowest - 1));
+	}
+	else
+	{
+		w->cur = &w->tables[WALK_SEGMENTS];
+		queen_txns_start(w, w->lo, w->hi);
+	}
+	return true;
 }
 
 /* The next row holding offsets in [lo, hi], in the walk's order; false at the end. */
@@ -161,26 +237,45 @@ queen_txns_walk_next(QueenTxnsWalk *w, QueenTxnsRow *row)
 	int64		end;
 
 	queen_txns_release(w);
-	if (w->done)
-		return false;
-	if (!index_getnext_slot(w->scan, w->descending ? BackwardScanDirection : ForwardScanDirection,
-							w->slot))
+	for (;;)
 	{
-		w->done = true;
-		return false;
+		if (w->finished)
+			return false;
+		if (!w->done)
+		{
+			if (!index_getnext_slot(w->cur->scan,
+									w->descending ? BackwardScanDirection : ForwardScanDirection,
+									w->cur->slot))
+				w->done = true;
+			else
+			{
+				row->base = queen_txns_int64(w, TXNS_ATT_BASE);
+				end = queen_txns_int64(w, TXNS_ATT_END);
+				/* rows hold disjoint ranges: nothing further is in [lo, hi] */
+				if (w->descending ? end < w->lo : row->base > w->hi)
+				{
+					w->done = true;
+					if (w->descending)
+						w->lowest = w->lo;	/* below lo: log_txns is lower still */
+				}
+				else
+					break;
+			}
+		}
+		if (!queen_txns_next_table(w))
+		{
+			w->finished = true;
+			return false;
+		}
 	}
-	row->base = queen_txns_int64(w, TXNS_ATT_BASE);
-	end = queen_txns_int64(w, TXNS_ATT_END);
-	if (w->descending ? end < w->lo : row->base > w->hi)
-	{
-		w->done = true;			/* rows hold disjoint ranges: nothing further is in [lo, hi] */
-		return false;
-	}
+	if (w->descending)
+		w->lowest = row->base;
+	/* the last row, of either table, that can hold any of them */
 	if (w->descending ? row->base <= w->lo : end >= w->hi)
-		w->done = true;			/* the last row that can hold any of them */
-	d = slot_getattr(w->slot, TXNS_ATT_CREATED, &isnull);
+		w->finished = true;
+	d = slot_getattr(w->cur->slot, TXNS_ATT_CREATED, &isnull);
 	row->created_at = isnull ? DT_NOBEGIN : DatumGetTimestampTz(d);
-	d = slot_getattr(w->slot, TXNS_ATT_HASHES, &isnull);
+	d = slot_getattr(w->cur->slot, w->cur->hashes, &isnull);
 	if (isnull)
 	{
 		row->count = 0;
@@ -198,12 +293,21 @@ queen_txns_walk_next(QueenTxnsWalk *w, QueenTxnsRow *row)
 void
 queen_txns_walk_end(QueenTxnsWalk *w)
 {
+	int			i;
+
 	queen_txns_release(w);
-	if (w->scan != NULL)
-		index_endscan(w->scan);
-	ExecDropSingleTupleTableSlot(w->slot);
-	index_close(w->index, NoLock);
-	table_close(w->heap, NoLock);
+	for (i = 0; i < 2; i++)
+	{
+		QueenHashTable *t = &w->tables[i];
+
+		if (t->heap == NULL)
+			continue;
+		if (t->scan != NULL)
+			index_endscan(t->scan);
+		ExecDropSingleTupleTableSlot(t->slot);
+		index_close(t->index, NoLock);
+		table_close(t->heap, NoLock);
+	}
 	PopActiveSnapshot();
 	pfree(w);
 }

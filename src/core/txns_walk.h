@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * txns_walk.h
- *	  A walk over a partition's hash rows (queen.log_txns) in offset order
+ *	  A walk over a partition's stored hashes (log_segments, log_txns below) in offset order
  *	  (txns_walk.c): the dedup probe's and the ack's resolution.
  *
  *-------------------------------------------------------------------------

@@ -10,7 +10,7 @@
  * due partition, at most max_partitions of them; a batch phase (dead
  * letters, traces) one batch of at most max_rows.  It returns what each
  * step removed: kind "segments" (the queues' rules, messages and the
- * segments that held them), "hashes" (the log_txns purge), "partitions"
+ * segments that held them), "hashes" (the hashes' purge), "partitions"
  * (idle partitions removed), "dlq" and "traces" (rows removed, in
  * messages).  Call it often rather than with large limits, since every
  * partition it steps stays locked against pushes until the caller commits.
