@@ -94,6 +94,11 @@ SELECT t.base_offset, t.hashes = queen.txn_hash('m-0') AS hash_of_m0
 SELECT log_offset FROM queen.read('ret.move');
 SET queen.dedup_cache_mb = 0;
 SELECT status, log_offset FROM queen.push('ret.move', '{"n": 2}', 'Default', 'm-0');
+-- the dedup runs, sorted from both tables (log_txns first, upwards), find it too
+SELECT queen.dedup_index(1, 1000) > 0 AS indexed;
+SELECT r.run_start, r.run_end FROM queen.log_dedup r JOIN queen.log_partitions p ON p.id = r.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'ret.move';
+SELECT status, log_offset FROM queen.push('ret.move', '{"n": 2}', 'Default', 'm-0');
 UPDATE queen.log_txns t SET created_at = t.created_at - interval '2 hours'
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
  WHERE p.id = t.partition_id AND q.name = 'ret.move';

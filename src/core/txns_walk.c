@@ -10,8 +10,8 @@
  * hashes the dedup window still needs, they move to queen.log_txns
  * (retention.c), so log_txns holds only offsets below every segment kept.
  * The walk reads log_segments and, only where the segments do not reach
- * down to lo, log_txns below them: a descending walk that the segments
- * cover (a push's probe, almost always) never opens log_txns.
+ * down to lo, log_txns below them: a walk the segments cover (a push's
+ * probe, an ack's resolution, almost always) never opens log_txns.
  *
  * The dedup probe walks a partition's window newest first whenever its
  * cache cannot answer, and the ack walks a lease's span to resolve
@@ -82,10 +82,11 @@ struct QueenTxnsWalk
 	pg_uuid_t	pid;
 	int64		lo;
 	int64		hi;
-	int64		lowest;			/* descending: the lowest base the segments gave */
 	bool		descending;
 	bool		done;			/* the current table has nothing more in [lo, hi] */
 	bool		finished;		/* neither has */
+	bool		other;			/* the other table may hold offsets of [lo, hi] */
+	int64		other_hi;		/* descending: below the segments walked */
 	Pointer		detoasted;		/* the current row's hashes, if copied */
 };
 
@@ -158,34 +159,41 @@ queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 	return w;
 }
 
-/* Start walking the current table over [lo, hi], from its start in the walk's direction. */
-static void
+/*
+ * Start walking the current table over [lo, hi], from its start in the
+ * walk's direction.  Ascending, from the row that holds lo if one starts
+ * below it; true when a row starts at or below lo (in log_segments: the
+ * segments reach lo, so log_txns, below them, holds nothing of the range).
+ */
+static bool
 queen_txns_start(QueenTxnsWalk *w, int64 lo, int64 hi)
 {
+	bool		below = false;
+
 	w->done = lo > hi;
 	if (w->done)
-		return;
+		return false;
 	if (w->descending)
 	{
 		queen_txns_scan(w, BTLessEqualStrategyNumber, F_INT8LE, hi);
-		return;
+		return false;
 	}
-
-	/* ascending: from the row that holds lo, if one starts below it */
 	queen_txns_scan(w, BTLessEqualStrategyNumber, F_INT8LE, lo);
-	if (index_getnext_slot(w->cur->scan, BackwardScanDirection, w->cur->slot) &&
-		queen_txns_int64(w, TXNS_ATT_END) >= lo)
+	below = index_getnext_slot(w->cur->scan, BackwardScanDirection, w->cur->slot);
+	if (below && queen_txns_int64(w, TXNS_ATT_END) >= lo)
 		queen_txns_scan(w, BTGreaterEqualStrategyNumber, F_INT8GE,
 						queen_txns_int64(w, TXNS_ATT_BASE));
 	else
 		queen_txns_scan(w, BTGreaterEqualStrategyNumber, F_INT8GE, lo);
+	return below;
 }
 
 /*
  * Walk [lo, hi] instead, from its start, in the walk's direction and under
  * its snapshot: several ranges of one partition cost one relation open and
- * one snapshot.  log_txns holds only offsets below the segments, so an
- * ascending walk reads it first and a descending one last.
+ * one snapshot.  log_txns holds only offsets below the segments, so it is
+ * read only where the segments do not reach down to lo: after them when
+ * descending, before them when ascending.
  */
 void
 queen_txns_walk_seek(QueenTxnsWalk *w, int64 lo, int64 hi)
@@ -193,31 +201,36 @@ queen_txns_walk_seek(QueenTxnsWalk *w, int64 lo, int64 hi)
 	queen_txns_release(w);
 	w->lo = lo;
 	w->hi = hi;
-	w->lowest = hi + 1;
 	w->finished = lo > hi;
-	w->cur = &w->tables[w->descending ? WALK_SEGMENTS : WALK_TXNS];
-	if (!w->finished)
+	w->cur = &w->tables[WALK_SEGMENTS];
+	w->other = true;
+	w->other_hi = hi;
+	if (w->finished)
+		return;
+	if (queen_txns_start(w, lo, hi))
+		w->other = false;
+	else if (!w->descending)
+	{
+		/* nothing of the segments at or below lo: log_txns first, then them */
+		w->cur = &w->tables[WALK_TXNS];
 		queen_txns_start(w, lo, hi);
+	}
 }
 
 /*
- * The current table is done: go on to the other one, where it can hold
+ * The current table is done: go on to the other one where it may hold
  * offsets of [lo, hi] not yet visited; false when none is left.
  */
 static bool
 queen_txns_next_table(QueenTxnsWalk *w)
 {
-	if (w->cur == &w->tables[WALK_SEGMENTS] && !w->descending)
+	if (!w->other)
 		return false;
-	if (w->cur == &w->tables[WALK_TXNS] && w->descending)
-		return false;
-	if (w->descending)
+	w->other = false;
+	if (w->cur == &w->tables[WALK_SEGMENTS])
 	{
-		/* the segments reached lo: nothing below them is in range */
-		if (w->lowest <= w->lo)
-			return false;
 		w->cur = &w->tables[WALK_TXNS];
-		queen_txns_start(w, w->lo, Min(w->hi, w->lowest - 1));
+		queen_txns_start(w, w->lo, w->other_hi);
 	}
 	else
 	{
@@ -255,8 +268,7 @@ queen_txns_walk_next(QueenTxnsWalk *w, QueenTxnsRow *row)
 				if (w->descending ? end < w->lo : row->base > w->hi)
 				{
 					w->done = true;
-					if (w->descending)
-						w->lowest = w->lo;	/* below lo: log_txns is lower still */
+					w->other = false;	/* below lo, or above hi: so is the other table */
 				}
 				else
 					break;
@@ -269,7 +281,7 @@ queen_txns_walk_next(QueenTxnsWalk *w, QueenTxnsRow *row)
 		}
 	}
 	if (w->descending)
-		w->lowest = row->base;
+		w->other_hi = row->base - 1;
 	/* the last row, of either table, that can hold any of them */
 	if (w->descending ? row->base <= w->lo : end >= w->hi)
 		w->finished = true;
