@@ -105,7 +105,7 @@ queen_rows_refuse_bypass(Relation rel)
 
 /*
  * Whether a write to rel must check the table's constraints: only when it
- * has a CHECK constraint other than queen--1.1.sql's own (the n in own).  The
+ * has a CHECK constraint other than queen--1.1.sql's own (own, n of them).  The
  * write path ensures that one by construction (a segment's range from its
  * validated msg_count, the hash blob's stride validated against it, a
  * partition's name untouched by the allocator), and no column is written
@@ -145,7 +145,8 @@ queen_rows_open(QueenRowTable *t, Oid relid, Index rti)
 			queen_table_changed(RelationGetRelationName(t->rel));
 	}
 	queen_rows_refuse_bypass(t->rel);
-	t->checks = queen_rows_need_checks(t->rel, queen_segment_checks, lengthof(queen_segment_checks));
+	t->checks = queen_rows_need_checks(t->rel, queen_segment_checks,
+									   lengthof(queen_segment_checks));
 	t->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(t->rri, t->rel, rti, NULL, 0);
 	ExecOpenIndices(t->rri, false);
