@@ -113,12 +113,7 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM queen.read('dedup')"),
 
 # original segment retained away (as retention does it: its hashes move to
 # log_txns for the dedup window, log_start moves past it): the zero UUID
-$node->safe_psql('postgres', q{
-	WITH d AS (DELETE FROM queen.log_segments s USING queen.log_partitions p, queen.queues q
-	            WHERE p.id = s.partition_id AND q.id = p.queue_id AND q.name = 'dedup' AND s.base_offset = 0
-	           RETURNING s.partition_id, s.base_offset, s.end_offset, s.created_at, s.hashes),
-	     m AS (INSERT INTO queen.log_txns SELECT * FROM d)
-	UPDATE queen.log_partitions p SET log_start = (SELECT end_offset + 1 FROM d) FROM d WHERE p.id = d.partition_id});
+retain_away($node, 'dedup', 'Default', 0);
 ($status, $res) = push_items($port, { queue => 'dedup', payload => 1, transactionId => 'd-1' });
 is($res->[0]{status}, 'duplicate', 'still a duplicate after the original segment is gone');
 is($res->[0]{message_id}, '00000000-0000-0000-0000-000000000000',

@@ -72,11 +72,7 @@ is_deeply([ stored_ids('dup', 'p', 'a') ], [$original], 'still one copy');
 
 # ---- 3. duplicate whose original segment is gone -----------------------------------------
 # (as retention deletes it: the hashes the window needs move to log_txns)
-$node->safe_psql('postgres', q{
-	WITH d AS (DELETE FROM queen.log_segments s USING queen.log_partitions p, queen.queues q
-	            WHERE p.id = s.partition_id AND q.id = p.queue_id AND q.name = 'dup' AND p.name = 'p'
-	           RETURNING s.partition_id, s.base_offset, s.end_offset, s.created_at, s.hashes)
-	INSERT INTO queen.log_txns SELECT * FROM d});
+retain_away($node, 'dup', 'p', 1000);
 is( $node->safe_psql('postgres', q{
 		SELECT count(*) FROM queen.log_txns t JOIN queen.log_partitions p ON p.id = t.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'dup' AND p.name = 'p'}),

@@ -24,7 +24,7 @@ our @EXPORT = qw(start_broker set_max_connections http_request http_json push_it
   get_maintenance spool_files process_alive last_listener_pid
   verify_acknowledged send_request read_response shard_of
   shards_waiting_on_lock hold_partition_lock segments_per_transaction pop ack_batch
-  set_test_fault test_fault_fired);
+  set_test_fault test_fault_fired retain_away);
 
 my $json = JSON::PP->new->canonical;
 
@@ -299,6 +299,26 @@ sub stored_count
 		  JOIN queen.log_partitions p ON p.id = s.partition_id
 		  JOIN queen.queues q ON q.id = p.queue_id
 		 WHERE q.name = '$queue'});
+}
+
+# Retain a partition's segments up to offset $upto away as retention's step
+# does (src/core/retention.c; qtest.retain in sql/setup for the regression
+# tests): they go, the hashes the dedup window still needs move to log_txns,
+# log_start moves past them.
+sub retain_away
+{
+	my ($node, $queue, $partition, $upto) = @_;
+	$node->safe_psql('postgres', qq{
+		WITH p AS (SELECT p.id, p.txns_start FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+					WHERE q.name = '$queue' AND p.name = '$partition'),
+		     d AS (DELETE FROM queen.log_segments s USING p
+					WHERE s.partition_id = p.id AND s.base_offset <= $upto
+				   RETURNING s.partition_id, s.base_offset, s.end_offset, s.created_at, s.hashes, p.txns_start),
+		     m AS (INSERT INTO queen.log_txns
+				   SELECT partition_id, base_offset, end_offset, created_at, hashes FROM d
+					WHERE hashes IS NOT NULL AND end_offset >= txns_start)
+		UPDATE queen.log_partitions l SET log_start = GREATEST(l.log_start, (SELECT max(end_offset) + 1 FROM d))
+		  FROM p WHERE l.id = p.id});
 }
 
 # GET $path's JSON object, or undef when it does not answer 200 with one.

@@ -297,7 +297,7 @@ queen_ack_resolve(QueenAckGroup *g)
 		queen_ack_walk(g, false, lo, hi, queen_ack_visit_span);
 	/* below txns_start a segment may still hold hashes: past the window, not read */
 	if (g->committed >= 0 && !queen_ack_all_found(g->eff, g->n))
-		queen_ack_walk(g, true, Max(g->txns_start, 0), g->committed, queen_ack_visit_below);
+		queen_ack_walk(g, true, g->txns_start, g->committed, queen_ack_visit_below);
 }
 
 /* ----------------------------------------------------------------
@@ -616,7 +616,7 @@ queen_ack_applied(QueenAckGroup *g, MemoryContext out_cxt)
 	for (i = 0; i < g->n; i++)
 		g->eff[i] = g->below[i] = -1;
 	if (g->committed >= 0)
-		queen_ack_walk(g, true, Max(g->txns_start, 0), g->committed, queen_ack_visit_below);
+		queen_ack_walk(g, true, g->txns_start, g->committed, queen_ack_visit_below);
 	g->release = false;
 	g->filed = g->dropped = g->sig_off = -1;
 	for (i = 0; i < g->n; i++)

@@ -57,12 +57,21 @@
 #define TXNS_ATT_END		3
 #define TXNS_ATT_CREATED	4
 
+/*
+ * The two tables, as queen--1.1.sql creates them: their column count, for
+ * the layout check, is also the hashes' column, the last of each.
+ */
+static const struct
+{
+	const char *name;
+	int			natts;
+}			queen_hash_tables[2] = {{"log_segments", 6}, {"log_txns", 5}};
+
 /* One of the two tables, opened when the walk first needs it. */
 typedef struct QueenHashTable
 {
 	const char *name;
-	int			natts;			/* as created: the layout check */
-	AttrNumber	hashes;			/* the hashes' column */
+	int			natts;
 	Relation	heap;
 	Relation	index;
 	IndexScanDesc scan;
@@ -86,7 +95,7 @@ struct QueenTxnsWalk
 	bool		done;			/* the current table has nothing more in [lo, hi] */
 	bool		finished;		/* neither has */
 	bool		other;			/* the other table may hold offsets of [lo, hi] */
-	int64		other_hi;		/* descending: below the segments walked */
+	int64		other_hi;		/* its upper bound: hi, or below the segments walked */
 	Pointer		detoasted;		/* the current row's hashes, if copied */
 };
 
@@ -140,13 +149,13 @@ QueenTxnsWalk *
 queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 {
 	QueenTxnsWalk *w = palloc0(sizeof(QueenTxnsWalk));
+	int			i;
 
-	w->tables[WALK_SEGMENTS].name = "log_segments";
-	w->tables[WALK_SEGMENTS].natts = 6;
-	w->tables[WALK_SEGMENTS].hashes = 6;
-	w->tables[WALK_TXNS].name = "log_txns";
-	w->tables[WALK_TXNS].natts = 5;
-	w->tables[WALK_TXNS].hashes = 5;
+	for (i = 0; i < 2; i++)
+	{
+		w->tables[i].name = queen_hash_tables[i].name;
+		w->tables[i].natts = queen_hash_tables[i].natts;
+	}
 	w->pid = *pid;
 	w->descending = descending;
 
@@ -168,7 +177,7 @@ queen_txns_walk_begin(const pg_uuid_t *pid, int64 lo, int64 hi, bool descending)
 static bool
 queen_txns_start(QueenTxnsWalk *w, int64 lo, int64 hi)
 {
-	bool		below = false;
+	bool		below;
 
 	w->done = lo > hi;
 	if (w->done)
@@ -227,16 +236,8 @@ queen_txns_next_table(QueenTxnsWalk *w)
 	if (!w->other)
 		return false;
 	w->other = false;
-	if (w->cur == &w->tables[WALK_SEGMENTS])
-	{
-		w->cur = &w->tables[WALK_TXNS];
-		queen_txns_start(w, w->lo, w->other_hi);
-	}
-	else
-	{
-		w->cur = &w->tables[WALK_SEGMENTS];
-		queen_txns_start(w, w->lo, w->hi);
-	}
+	w->cur = &w->tables[w->cur == &w->tables[WALK_SEGMENTS] ? WALK_TXNS : WALK_SEGMENTS];
+	queen_txns_start(w, w->lo, w->other_hi);
 	return true;
 }
 
@@ -287,7 +288,7 @@ queen_txns_walk_next(QueenTxnsWalk *w, QueenTxnsRow *row)
 		w->finished = true;
 	d = slot_getattr(w->cur->slot, TXNS_ATT_CREATED, &isnull);
 	row->created_at = isnull ? DT_NOBEGIN : DatumGetTimestampTz(d);
-	d = slot_getattr(w->cur->slot, w->cur->hashes, &isnull);
+	d = slot_getattr(w->cur->slot, w->cur->natts, &isnull);
 	if (isnull)
 	{
 		row->count = 0;
