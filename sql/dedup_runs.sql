@@ -129,6 +129,34 @@ SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx1200');
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx950');
 SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx5');
 
+-- With the process's cache on, a probe needs the runs only below where the
+-- cache starts, and the chain this process knows answers for them without
+-- reading the newest row: fifty pushes of new transactionIds read log_dedup
+-- only where a filter's false positive sends them (each read the newest row
+-- at least, before).
+RESET queen.dedup_cache_mb;
+SELECT status FROM queen.push('dr', '1', 'p', 'k0');
+SELECT pg_stat_force_next_flush();
+BEGIN;
+SELECT count(*) AS queued
+  FROM generate_series(1, 50) g, LATERAL queen.push('dr', '1'::jsonb, 'p', 'k1-' || g) p
+ WHERE p.status = 'queued';
+SELECT idx_tup_fetch < 10 AS chain_from_memory FROM pg_stat_xact_user_tables
+ WHERE schemaname = 'queen' AND relname = 'log_dedup';
+COMMIT;
+-- repeats in the oldest run and in the newest are found through it
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx5');
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx1200');
+-- The runs it knows rewritten since: the first lookup into one finds it
+-- gone, and the probe goes the whole way down to the new ones.
+DELETE FROM queen.log_dedup d USING queen.log_partitions p, queen.queues q
+ WHERE p.id = d.partition_id AND q.id = p.queue_id AND q.name = 'dr';
+SELECT queen.dedup_index(100, 10) AS indexed;
+SELECT run_start, run_end FROM runs;
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'tx7');
+SELECT status, log_offset FROM queen.push('dr', '{"again": 1}', 'p', 'k1-7');
+SET queen.dedup_cache_mb = 0;
+
 -- A chain with a run missing is not used: the probe reads the stored hashes instead
 -- and still finds the repeat.
 SELECT pg_stat_force_next_flush();

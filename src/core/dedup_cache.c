@@ -416,6 +416,26 @@ queen_dedup_cache_get(const pg_uuid_t *pid, TimestampTz generation, int64 from,
 }
 
 /*
+ * Where pid's entry starts, if it holds what a probe above it needs: a
+ * probe from lower down learns (from, floor] elsewhere (the dedup runs),
+ * and nothing above it.  last_offset when there is no such entry.
+ */
+int64
+queen_dedup_cache_floor(const pg_uuid_t *pid, TimestampTz generation, TimestampTz cutoff,
+						int64 last_offset)
+{
+	QueenDedupEntry *e;
+
+	if (queen_dedup_entries == NULL || queen_dedup_cache_mb <= 0)
+		return last_offset;
+	e = hash_search(queen_dedup_entries, pid, HASH_FIND, NULL);
+	if (e == NULL || e->generation != generation ||
+		e->loaded_since > cutoff || e->verified_upto > last_offset)
+		return last_offset;
+	return e->floor;
+}
+
+/*
  * Start a fresh entry for pid, to be filled by a probe that reads every row
  * of (floor, last_offset] written since loaded_since.  NULL when the cache
  * is off.

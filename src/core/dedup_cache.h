@@ -38,6 +38,8 @@ extern void queen_dedup_hits_add(QueenDedupHits *hits, int32 index, int64 offset
 extern QueenDedupEntry *queen_dedup_cache_get(const pg_uuid_t *pid, TimestampTz generation,
 											  int64 from, TimestampTz cutoff,
 											  int64 last_offset);
+extern int64 queen_dedup_cache_floor(const pg_uuid_t *pid, TimestampTz generation,
+									 TimestampTz cutoff, int64 last_offset);
 extern QueenDedupEntry *queen_dedup_cache_create(const pg_uuid_t *pid, TimestampTz generation,
 												 int64 floor, TimestampTz loaded_since);
 extern void queen_dedup_cache_drop(QueenDedupEntry *e);

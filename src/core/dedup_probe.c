@@ -219,7 +219,11 @@ queen_probe(QueenSegment *seg, const QueenTarget *t, int64 from,
 		 * vouched for it: a window the cache cannot hold costs index
 		 * lookups, not a read of every hash in it.
 		 */
-		floor = queen_dedup_runs_probe(&t->pid, incoming, k, from, t->last_offset, &hits);
+		int64		need = queen_dedup_cache_floor(&t->pid, t->generation, cutoff,
+													   t->last_offset);
+
+		floor = queen_dedup_runs_probe(&t->pid, t->generation, incoming, k, from,
+									   t->last_offset, need, &hits);
 		if (floor > from)
 			cached = queen_dedup_cache_get(&t->pid, t->generation, floor, cutoff,
 										   t->last_offset);

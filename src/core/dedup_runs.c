@@ -114,6 +114,7 @@ queen_runs_int64(TupleTableSlot *slot, int att)
 typedef struct QueenRunFilterKey
 {
 	pg_uuid_t	pid;
+	TimestampTz generation;		/* a recreated partition's runs are other runs */
 	int64		run_end;
 	int64		run_start;
 } QueenRunFilterKey;
@@ -179,24 +180,26 @@ queen_filter_evict(QueenRunFilter *f)
 
 /* The hash key of run (run_start, run_end], padding zeroed. */
 static void
-queen_filter_key(QueenRunFilterKey *key, const pg_uuid_t *pid, int64 run_end, int64 run_start)
+queen_filter_key(QueenRunFilterKey *key, const pg_uuid_t *pid, TimestampTz generation,
+				 int64 run_end, int64 run_start)
 {
 	memset(key, 0, sizeof(*key));
 	key->pid = *pid;
+	key->generation = generation;
 	key->run_end = run_end;
 	key->run_start = run_start;
 }
 
 /* The filter this process keeps of run (run_start, run_end], or NULL. */
 static QueenRunFilter *
-queen_filter_find(const pg_uuid_t *pid, int64 run_end, int64 run_start)
+queen_filter_find(const pg_uuid_t *pid, TimestampTz generation, int64 run_end, int64 run_start)
 {
 	QueenRunFilterKey key;
 	QueenRunFilter *f;
 
 	if (queen_filters == NULL || queen_dedup_filter_mb == 0)
 		return NULL;
-	queen_filter_key(&key, pid, run_end, run_start);
+	queen_filter_key(&key, pid, generation, run_end, run_start);
 	f = hash_search(queen_filters, &key, HASH_FIND, NULL);
 	if (f != NULL)
 		dlist_move_tail(&queen_filters_lru, &f->lru);
@@ -210,8 +213,8 @@ queen_filter_find(const pg_uuid_t *pid, int64 run_end, int64 run_start)
  * stands.
  */
 static QueenRunFilter *
-queen_filter_get(const pg_uuid_t *pid, int64 run_end, int64 run_start, int64 nkeys,
-				 IndexScanDesc scan, TupleTableSlot *slot)
+queen_filter_get(const pg_uuid_t *pid, TimestampTz generation, int64 run_end, int64 run_start,
+				 int64 nkeys, IndexScanDesc scan, TupleTableSlot *slot)
 {
 	QueenRunFilterKey key;
 	QueenRunFilter *f;
@@ -232,10 +235,10 @@ queen_filter_get(const pg_uuid_t *pid, int64 run_end, int64 run_start, int64 nke
 	if (queen_filters == NULL)
 		queen_filters = queen_process_hash("queen dedup filters", sizeof(QueenRunFilterKey),
 										   sizeof(QueenRunFilter), 256, &queen_filters_cxt);
-	f = queen_filter_find(pid, run_end, run_start);
+	f = queen_filter_find(pid, generation, run_end, run_start);
 	if (f != NULL)
 		return f;
-	queen_filter_key(&key, pid, run_end, run_start);
+	queen_filter_key(&key, pid, generation, run_end, run_start);
 
 	nblocks = (uint32) Min((Max(nkeys, 1) * QUEEN_FILTER_BITS_PER_KEY + 511) / 512, PG_INT32_MAX);
 	bytes = (Size) nblocks * QUEEN_FILTER_BLOCK_WORDS * sizeof(uint64);
@@ -304,6 +307,9 @@ queen_filter_get(const pg_uuid_t *pid, int64 run_end, int64 run_start, int64 nke
  * a chain whose newest row is still the one it was read under is still
  * the chain.  (A lookup into a run that is not there after all, say
  * deleted by hand, fails as it did before, and the probe reads the stored hashes.)
+ * An older chain still tells the truth about the offsets it covers (see
+ * queen_runs_probe_known), so a probe that needs nothing above it does
+ * not read the newest row at all.
  * At most QUEEN_CHAINS_MAX partitions are remembered; beyond that the
  * memory is given back and they are read again.
  */
@@ -312,6 +318,7 @@ queen_filter_get(const pg_uuid_t *pid, int64 run_end, int64 run_start, int64 nke
 typedef struct QueenRunChain
 {
 	pg_uuid_t	pid;			/* hash key: must be first */
+	TimestampTz generation;		/* the partition's, when read */
 	int64		top_end;
 	ItemPointerData top_tid;
 	TransactionId top_xmin;
@@ -325,7 +332,7 @@ static MemoryContext queen_chains_cxt = NULL;
 
 /* The chain of pid whose newest row is the one in slot, as far as it is known. */
 static QueenRunChain *
-queen_chain_get(const pg_uuid_t *pid, TupleTableSlot *slot)
+queen_chain_get(const pg_uuid_t *pid, TimestampTz generation, TupleTableSlot *slot)
 {
 	QueenRunChain *c;
 	bool		found;
@@ -343,9 +350,10 @@ queen_chain_get(const pg_uuid_t *pid, TupleTableSlot *slot)
 		c->maxlinks = 8;
 		c->starts = MemoryContextAlloc(queen_chains_cxt, sizeof(int64) * c->maxlinks);
 	}
-	if (!found || c->top_end != top_end || c->top_xmin != xmin ||
-		!ItemPointerEquals(&c->top_tid, &slot->tts_tid))
+	if (!found || c->generation != generation || c->top_end != top_end ||
+		c->top_xmin != xmin || !ItemPointerEquals(&c->top_tid, &slot->tts_tid))
 	{
+		c->generation = generation;
 		c->top_end = top_end;
 		c->top_tid = slot->tts_tid;
 		c->top_xmin = xmin;
@@ -457,28 +465,136 @@ queen_run_lookup(IndexScanDesc scan, TupleTableSlot *slot, ScanKeyData *keys,
 	return true;
 }
 
+/* log_dedup and its primary key, open for a probe under a fresh snapshot */
+typedef struct QueenRunsRel
+{
+	Relation	heap;
+	Relation	index;
+	TupleTableSlot *slot;
+	ScanKeyData keys[3];		/* the first, the partition's, set by the opening */
+} QueenRunsRel;
+
+/* Same snapshot rules as the hash walk (txns_walk.c). */
+static void
+queen_runs_open(QueenRunsRel *r, Oid relid, const pg_uuid_t *pid)
+{
+	Oid			indexid;
+
+	r->heap = table_open(relid, AccessShareLock);
+	indexid = RelationGetPrimaryKeyIndex(r->heap);
+	if (!OidIsValid(indexid) || RelationGetDescr(r->heap)->natts != RUNS_NATTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"queen.log_dedup\" is not as this version of queen created it"),
+				 errhint("Drop and create the extension again.")));
+	r->index = index_open(indexid, AccessShareLock);
+	r->slot = table_slot_create(r->heap, NULL);
+	ScanKeyInit(&r->keys[0], 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(pid));
+
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+}
+
+static void
+queen_runs_close(QueenRunsRel *r)
+{
+	ExecDropSingleTupleTableSlot(r->slot);
+	index_close(r->index, NoLock);
+	table_close(r->heap, NoLock);
+	PopActiveSnapshot();
+}
+
+/* more runs than this below a cache's floor are left to the full probe */
+#define QUEEN_KNOWN_RUNS	64
+
+/*
+ * The probe from what this process remembers, for a caller whose cache
+ * holds everything above need: when the partition's chain, read under
+ * this generation, reaches from below from up to need, with a filter for
+ * every run in between, the newest row need not be read (it was most of
+ * what a probe of 16 x 10 pushes cost).  An old chain answers as a new one
+ * would: a run's entries are the stored hashes at its offsets, which never
+ * change, and a merge writes a new run instead of changing one, so a
+ * filter stays true even of a run merged away since.  Only keys a filter
+ * lets through cost a lookup, and a run merged away is noticed there (its
+ * row is gone), which sends the probe the whole way down.  True when it
+ * answered for (from, need].
+ */
+static bool
+queen_runs_probe_known(Oid relid, const pg_uuid_t *pid, TimestampTz generation,
+					   const QueenKeyRef *refs, int k, int64 from, int64 need,
+					   QueenDedupHits *hits)
+{
+	QueenRunChain *c;
+	QueenRunFilter *filters[QUEEN_KNOWN_RUNS];
+	int64		ends[QUEEN_KNOWN_RUNS];
+	int64		starts[QUEEN_KNOWN_RUNS];
+	int			nruns = 0;
+	bool		any = false;
+	int64		run_end;
+	QueenRunsRel r;
+	IndexScanDesc keyscan;
+	bool		answered = true;
+	int			i,
+				j;
+
+	if (queen_chains == NULL || need <= from)
+		return false;
+	c = hash_search(queen_chains, pid, HASH_FIND, NULL);
+	if (c == NULL || c->generation != generation || c->top_end < need)
+		return false;
+	for (i = 0, run_end = c->top_end; run_end > from; run_end = c->starts[i++])
+	{
+		if (i == c->nlinks)
+			return false;		/* not known this far down */
+		if (c->starts[i] >= need)
+			continue;			/* wholly in the caller's cache */
+		if (nruns == QUEEN_KNOWN_RUNS)
+			return false;
+		filters[nruns] = queen_filter_find(pid, generation, run_end, c->starts[i]);
+		if (filters[nruns] == NULL)
+			return false;
+		for (j = 0; j < k && !any; j++)
+			any = queen_filter_may_hold(filters[nruns], refs[j].key);
+		ends[nruns] = run_end;
+		starts[nruns] = c->starts[i];
+		nruns++;
+	}
+	if (!any)
+		return true;
+
+	queen_runs_open(&r, relid, pid);
+	keyscan = index_beginscan(r.heap, r.index, GetActiveSnapshot(), 3, 0);
+	for (i = 0; i < nruns && answered; i++)
+		answered = queen_run_lookup(keyscan, r.slot, r.keys, filters[i], refs, k, ends[i],
+									starts[i], from, hits);
+	index_endscan(keyscan);
+	queen_runs_close(&r);
+	if (!answered)
+		c->nlinks = 0;			/* read again by the full probe */
+	return answered;
+}
+
 /*
  * Look the incoming hashes up in the partition's runs that hold offsets
  * above from, up to upto (what the caller knows is committed), adding every
- * match above from to hits.  Returns the offset up to which the runs
- * covered the partition (everything in (from, result] was looked up), or
- * from when there are no runs to use.  Same snapshot rules as the hash
- * walk (txns_walk.c).  A caller not allowed to read log_dedup probes
+ * match above from to hits.  need is where the caller's cache of the
+ * partition starts (upto without one): what lies above it need not come
+ * from the runs.  Returns the offset up to which the runs covered the
+ * partition (everything in (from, result] was looked up), or from when
+ * there are no runs to use.  A caller not allowed to read log_dedup probes
  * without it: the runs only save work.
  */
 int64
-queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
-					   int64 from, int64 upto, QueenDedupHits *hits)
+queen_dedup_runs_probe(const pg_uuid_t *pid, TimestampTz generation, const uint8 *incoming,
+					   int k, int64 from, int64 upto, int64 need, QueenDedupHits *hits)
 {
 	Oid			relid = queen_table_oid("log_dedup");
-	Relation	heap;
-	Relation	index;
-	Oid			indexid;
+	QueenRunsRel r;
 	IndexScanDesc scan;
 	IndexScanDesc keyscan = NULL;
-	TupleTableSlot *slot;
-	ScanKeyData keys[3];
-	QueenKeyRef *refs = NULL;
+	QueenKeyRef *refs;
 	int64		covered = from;
 	int64		top;
 	int64		run_end;
@@ -488,32 +604,6 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 
 	if (k <= 0 || pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		return from;
-	heap = table_open(relid, AccessShareLock);
-	indexid = RelationGetPrimaryKeyIndex(heap);
-	if (!OidIsValid(indexid) || RelationGetDescr(heap)->natts != RUNS_NATTS)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"queen.log_dedup\" is not as this version of queen created it"),
-				 errhint("Drop and create the extension again.")));
-	index = index_open(indexid, AccessShareLock);
-	slot = table_slot_create(heap, NULL);
-
-	CommandCounterIncrement();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	UpdateActiveSnapshotCommandId();
-
-	/* the newest run: the partition's last index entry */
-	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_UUID_EQ, UUIDPGetDatum(pid));
-	scan = index_beginscan(heap, index, GetActiveSnapshot(), 1, 0);
-	index_rescan(scan, keys, 1, NULL, 0);
-	found = index_getnext_slot(scan, BackwardScanDirection, slot);
-	top = found ? queen_runs_int64(slot, RUNS_ATT_END) : from;
-	index_endscan(scan);
-	if (top <= from || top > upto)
-	{
-		scan = NULL;
-		goto done;
-	}
 
 	refs = palloc(sizeof(QueenKeyRef) * k);
 	for (i = 0; i < k; i++)
@@ -523,10 +613,28 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 	}
 	qsort(refs, k, sizeof(QueenKeyRef), queen_keyref_cmp);
 
+	if (queen_runs_probe_known(relid, pid, generation, refs, k, from, need, hits))
+	{
+		pfree(refs);
+		return need;
+	}
+
+	queen_runs_open(&r, relid, pid);
+
+	/* the newest run: the partition's last index entry */
+	scan = index_beginscan(r.heap, r.index, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, r.keys, 1, NULL, 0);
+	found = index_getnext_slot(scan, BackwardScanDirection, r.slot);
+	top = found ? queen_runs_int64(r.slot, RUNS_ATT_END) : from;
+	index_endscan(scan);
+	scan = NULL;
+	if (top <= from || top > upto)
+		goto done;
+
 	/* down the chain: each run starts where the one below it ends */
-	chain = queen_chain_get(pid, slot);
-	scan = index_beginscan(heap, index, GetActiveSnapshot(), 2, 0);
-	keyscan = index_beginscan(heap, index, GetActiveSnapshot(), 3, 0);
+	chain = queen_chain_get(pid, generation, r.slot);
+	scan = index_beginscan(r.heap, r.index, GetActiveSnapshot(), 2, 0);
+	keyscan = index_beginscan(r.heap, r.index, GetActiveSnapshot(), 3, 0);
 	for (i = 0, run_end = top; run_end > from; i++)
 	{
 		int64		run_start;
@@ -535,25 +643,25 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
 		if (i < chain->nlinks)
 		{
 			run_start = chain->starts[i];
-			filter = queen_filter_find(pid, run_end, run_start);
+			filter = queen_filter_find(pid, generation, run_end, run_start);
 		}
 		if (filter == NULL)
 		{
 			/* the run's first row says where it starts, and makes its filter */
-			ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(run_end));
-			index_rescan(scan, keys, 2, NULL, 0);
-			if (!index_getnext_slot(scan, ForwardScanDirection, slot))
+			ScanKeyInit(&r.keys[1], 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(run_end));
+			index_rescan(scan, r.keys, 2, NULL, 0);
+			if (!index_getnext_slot(scan, ForwardScanDirection, r.slot))
 				goto broken;	/* no run ends here: the chain is broken */
-			run_start = queen_runs_int64(slot, RUNS_ATT_START);
+			run_start = queen_runs_int64(r.slot, RUNS_ATT_START);
 			if (run_start >= run_end ||
 				(i < chain->nlinks && run_start != chain->starts[i]))
 				goto broken;	/* not a run as dedup_index writes them */
 			if (i == chain->nlinks)
 				queen_chain_append(chain, run_start);
-			filter = queen_filter_get(pid, run_end, run_start,
-									  queen_runs_int64(slot, RUNS_ATT_HASHES), scan, slot);
+			filter = queen_filter_get(pid, generation, run_end, run_start,
+									  queen_runs_int64(r.slot, RUNS_ATT_HASHES), scan, r.slot);
 		}
-		if (!queen_run_lookup(keyscan, slot, keys, filter, refs, k, run_end, run_start,
+		if (!queen_run_lookup(keyscan, r.slot, r.keys, filter, refs, k, run_end, run_start,
 							  from, hits))
 			goto broken;
 		run_end = run_start;
@@ -566,15 +674,11 @@ broken:
 	chain->nlinks = 0;
 
 done:
-	if (refs != NULL)
-		pfree(refs);
+	pfree(refs);
 	if (keyscan != NULL)
 		index_endscan(keyscan);
 	if (scan != NULL)
 		index_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, NoLock);
-	table_close(heap, NoLock);
-	PopActiveSnapshot();
+	queen_runs_close(&r);
 	return covered;
 }

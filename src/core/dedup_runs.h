@@ -20,8 +20,9 @@
  */
 #define QUEEN_DEDUP_INDEX_LOCK	INT64CONST(0x5144445800000001)
 
-extern int64 queen_dedup_runs_probe(const pg_uuid_t *pid, const uint8 *incoming, int k,
-									int64 from, int64 upto, QueenDedupHits *hits);
+extern int64 queen_dedup_runs_probe(const pg_uuid_t *pid, TimestampTz generation,
+									const uint8 *incoming, int k, int64 from, int64 upto,
+									int64 need, QueenDedupHits *hits);
 extern int64 queen_dedup_runs_index(int min_hashes, int max_partitions);
 
 #endif							/* QUEEN_DEDUP_RUNS_H */
