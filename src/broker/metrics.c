@@ -94,6 +94,20 @@ queen_metrics_listener_gauges(int listener, uint32 parked, uint32 lines)
 	pg_atomic_write_u32(&queen_metrics->lines[listener], lines);
 }
 
+/*
+ * Whether a listener has pops parked or lines kept: the committers' wake
+ * (wake.c) skips a listener with neither, which has nothing a generation
+ * could move.  True when the gauges are not there to tell.
+ */
+bool
+queen_metrics_listener_waiting(int listener)
+{
+	if (queen_metrics == NULL)
+		return true;
+	return pg_atomic_read_u32(&queen_metrics->parked[listener]) > 0 ||
+		pg_atomic_read_u32(&queen_metrics->lines[listener]) > 0;
+}
+
 /* Retention's sweep ended (maintenance_worker.c); when it last did. */
 void
 queen_metrics_retention_swept(TimestampTz at)

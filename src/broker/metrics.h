@@ -98,6 +98,7 @@ typedef enum QueenCounter
 
 extern void queen_count(QueenCounter c, uint64 n);
 extern void queen_metrics_listener_gauges(int listener, uint32 parked, uint32 lines);
+extern bool queen_metrics_listener_waiting(int listener);
 
 extern Size queen_metrics_shmem_size(void);
 extern void queen_metrics_shmem_init(void);

@@ -221,7 +221,14 @@ queen_wake_install(void)
 	queen_wait_commit_hook = queen_wake_sql_commit;
 }
 
-/* A listener that sees the new total sees what was bumped before it. */
+/*
+ * A listener that sees the new total sees what was bumped before it.  Only
+ * listeners with pops parked or lines kept are woken: an idle one was
+ * woken by every commit of the SQL door, 4.5% of the cluster's CPU under
+ * eight one-message pushers.  The bump above is a full barrier, and a
+ * listener publishes its gauges before it compares generations (longpoll.c),
+ * so a pop parked after this reads finds the bump itself.
+ */
 static void
 queen_wake_listeners(void)
 {
@@ -229,7 +236,8 @@ queen_wake_listeners(void)
 
 	pg_atomic_fetch_add_u64(&queen_wake_shared->total, 1);
 	for (i = 0; i < queen_broker->nlisteners; i++)
-		queen_worker_wake(&queen_broker->listeners[i]);
+		if (queen_metrics_listener_waiting(i))
+			queen_worker_wake(&queen_broker->listeners[i]);
 }
 
 /* A slot's generation, the total's (QUEEN_WAKE_TOTAL) or the catalog's. */

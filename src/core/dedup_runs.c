@@ -223,6 +223,7 @@ queen_filter_get(const pg_uuid_t *pid, TimestampTz generation, int64 run_end, in
 	uint32		nblocks;
 	Size		bytes;
 	bool		found;
+	bool		isnull;
 
 	if (budget == 0)
 	{
@@ -238,6 +239,10 @@ queen_filter_get(const pg_uuid_t *pid, TimestampTz generation, int64 run_end, in
 	f = queen_filter_find(pid, generation, run_end, run_start);
 	if (f != NULL)
 		return f;
+	/* a run this transaction wrote may yet roll back: nothing of it is kept */
+	if (TransactionIdIsCurrentTransactionId(DatumGetTransactionId(
+			slot_getsysattr(slot, MinTransactionIdAttributeNumber, &isnull))))
+		return NULL;
 	queen_filter_key(&key, pid, generation, run_end, run_start);
 
 	nblocks = (uint32) Min((Max(nkeys, 1) * QUEEN_FILTER_BITS_PER_KEY + 511) / 512, PG_INT32_MAX);
@@ -256,7 +261,6 @@ queen_filter_get(const pg_uuid_t *pid, TimestampTz generation, int64 run_end, in
 	build.words = palloc_extended(bytes, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	do
 	{
-		bool		isnull;
 		Datum		d;
 		bytea	   *b;
 		int			n,
@@ -319,6 +323,7 @@ typedef struct QueenRunChain
 {
 	pg_uuid_t	pid;			/* hash key: must be first */
 	TimestampTz generation;		/* the partition's, when read */
+	bool		settled;		/* its newest run committed: not this transaction's */
 	int64		top_end;
 	ItemPointerData top_tid;
 	TransactionId top_xmin;
@@ -354,6 +359,7 @@ queen_chain_get(const pg_uuid_t *pid, TimestampTz generation, TupleTableSlot *sl
 		c->top_xmin != xmin || !ItemPointerEquals(&c->top_tid, &slot->tts_tid))
 	{
 		c->generation = generation;
+		c->settled = !TransactionIdIsCurrentTransactionId(xmin);
 		c->top_end = top_end;
 		c->top_tid = slot->tts_tid;
 		c->top_xmin = xmin;
@@ -518,13 +524,15 @@ queen_runs_close(QueenRunsRel *r)
  * change, and a merge writes a new run instead of changing one, so a
  * filter stays true even of a run merged away since.  Only keys a filter
  * lets through cost a lookup, and a run merged away is noticed there (its
- * row is gone), which sends the probe the whole way down.  True when it
+ * row is gone), which sends the probe the whole way down.  A chain whose
+ * newest run this transaction wrote, or that reaches above what the caller
+ * knows is committed, is not used: it may roll back.  True when it
  * answered for (from, need].
  */
 static bool
 queen_runs_probe_known(Oid relid, const pg_uuid_t *pid, TimestampTz generation,
 					   const QueenKeyRef *refs, int k, int64 from, int64 need,
-					   QueenDedupHits *hits)
+					   int64 upto, QueenDedupHits *hits)
 {
 	QueenRunChain *c;
 	QueenRunFilter *filters[QUEEN_KNOWN_RUNS];
@@ -542,7 +550,8 @@ queen_runs_probe_known(Oid relid, const pg_uuid_t *pid, TimestampTz generation,
 	if (queen_chains == NULL || need <= from)
 		return false;
 	c = hash_search(queen_chains, pid, HASH_FIND, NULL);
-	if (c == NULL || c->generation != generation || c->top_end < need)
+	if (c == NULL || !c->settled || c->generation != generation ||
+		c->top_end < need || c->top_end > upto)
 		return false;
 	for (i = 0, run_end = c->top_end; run_end > from; run_end = c->starts[i++])
 	{
@@ -613,7 +622,7 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, TimestampTz generation, const uint8
 	}
 	qsort(refs, k, sizeof(QueenKeyRef), queen_keyref_cmp);
 
-	if (queen_runs_probe_known(relid, pid, generation, refs, k, from, need, hits))
+	if (queen_runs_probe_known(relid, pid, generation, refs, k, from, need, upto, hits))
 	{
 		pfree(refs);
 		return need;

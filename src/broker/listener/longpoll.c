@@ -199,11 +199,17 @@ queen_longpoll_init(void)
 	MemoryContextSwitchTo(old);
 }
 
+/*
+ * Published before the listener next compares generations: a committer
+ * that finds nothing parked here does not wake it (wake.c), so a pop
+ * parked meanwhile must see the bump by looking (queen_line_rest).
+ */
 static void
 queen_longpoll_gauges(void)
 {
 	queen_metrics_listener_gauges(queen_listener_index, (uint32) queen_nparked,
 								  (uint32) hash_get_num_entries(queen_lines));
+	pg_memory_barrier();
 }
 
 /*
