@@ -378,6 +378,18 @@ queen_dedup_reserve(QueenDedupEntry *e, uint32 more, TimestampTz cutoff)
 }
 
 /*
+ * Whether e still holds what it claims for this partition row: the same
+ * generation, everything since cutoff, and offsets the partition still has.
+ */
+static inline bool
+queen_dedup_entry_true(const QueenDedupEntry *e, TimestampTz generation, TimestampTz cutoff,
+					   int64 last_offset)
+{
+	return e->generation == generation && e->loaded_since <= cutoff &&
+		e->verified_upto <= last_offset;
+}
+
+/*
  * The entry for pid if it can answer a probe of (from, last_offset] with
  * the given cutoff; an entry that cannot is dropped.  NULL when the cache is
  * off or has nothing usable.
@@ -399,8 +411,7 @@ queen_dedup_cache_get(const pg_uuid_t *pid, TimestampTz generation, int64 from,
 	e = hash_search(queen_dedup_entries, pid, HASH_FIND, NULL);
 	if (e == NULL)
 		return NULL;
-	if (e->generation != generation ||
-		e->loaded_since > cutoff || e->verified_upto > last_offset)
+	if (!queen_dedup_entry_true(e, generation, cutoff, last_offset))
 	{
 		queen_dedup_remove(e);
 		return NULL;
@@ -429,8 +440,7 @@ queen_dedup_cache_floor(const pg_uuid_t *pid, TimestampTz generation, TimestampT
 	if (queen_dedup_entries == NULL || queen_dedup_cache_mb <= 0)
 		return last_offset;
 	e = hash_search(queen_dedup_entries, pid, HASH_FIND, NULL);
-	if (e == NULL || e->generation != generation ||
-		e->loaded_since > cutoff || e->verified_upto > last_offset)
+	if (e == NULL || !queen_dedup_entry_true(e, generation, cutoff, last_offset))
 		return last_offset;
 	return e->floor;
 }

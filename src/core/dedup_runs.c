@@ -511,6 +511,22 @@ queen_runs_close(QueenRunsRel *r)
 	PopActiveSnapshot();
 }
 
+/* The incoming hashes' run keys, sorted, each with its index. */
+static QueenKeyRef *
+queen_runs_refs(const uint8 *incoming, int k)
+{
+	QueenKeyRef *refs = palloc(sizeof(QueenKeyRef) * k);
+	int			i;
+
+	for (i = 0; i < k; i++)
+	{
+		refs[i].key = queen_run_key(incoming + (Size) i * QUEEN_HASH_LEN);
+		refs[i].index = i;
+	}
+	qsort(refs, k, sizeof(QueenKeyRef), queen_keyref_cmp);
+	return refs;
+}
+
 /* more runs than this below a cache's floor are left to the full probe */
 #define QUEEN_KNOWN_RUNS	64
 
@@ -530,11 +546,10 @@ queen_runs_close(QueenRunsRel *r)
  * answered for (from, need].
  */
 static bool
-queen_runs_probe_known(Oid relid, const pg_uuid_t *pid, TimestampTz generation,
-					   const QueenKeyRef *refs, int k, int64 from, int64 need,
-					   int64 upto, QueenDedupHits *hits)
+queen_runs_probe_known(QueenRunChain *c, Oid relid, const pg_uuid_t *pid,
+					   TimestampTz generation, const QueenKeyRef *refs, int k, int64 from,
+					   int64 need, int64 upto, QueenDedupHits *hits)
 {
-	QueenRunChain *c;
 	QueenRunFilter *filters[QUEEN_KNOWN_RUNS];
 	int64		ends[QUEEN_KNOWN_RUNS];
 	int64		starts[QUEEN_KNOWN_RUNS];
@@ -547,10 +562,9 @@ queen_runs_probe_known(Oid relid, const pg_uuid_t *pid, TimestampTz generation,
 	int			i,
 				j;
 
-	if (queen_chains == NULL || need <= from)
+	if (need <= from)
 		return false;
-	c = hash_search(queen_chains, pid, HASH_FIND, NULL);
-	if (c == NULL || !c->settled || c->generation != generation ||
+	if (!c->settled || c->generation != generation ||
 		c->top_end < need || c->top_end > upto)
 		return false;
 	for (i = 0, run_end = c->top_end; run_end > from; run_end = c->starts[i++])
@@ -603,7 +617,8 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, TimestampTz generation, const uint8
 	QueenRunsRel r;
 	IndexScanDesc scan;
 	IndexScanDesc keyscan = NULL;
-	QueenKeyRef *refs;
+	QueenKeyRef *refs = NULL;
+	QueenRunChain *known;
 	int64		covered = from;
 	int64		top;
 	int64		run_end;
@@ -614,18 +629,17 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, TimestampTz generation, const uint8
 	if (k <= 0 || pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		return from;
 
-	refs = palloc(sizeof(QueenKeyRef) * k);
-	for (i = 0; i < k; i++)
+	/* keys are sorted only for a partition whose runs this process knows or finds */
+	known = queen_chains != NULL ? hash_search(queen_chains, pid, HASH_FIND, NULL) : NULL;
+	if (known != NULL)
 	{
-		refs[i].key = queen_run_key(incoming + (Size) i * QUEEN_HASH_LEN);
-		refs[i].index = i;
-	}
-	qsort(refs, k, sizeof(QueenKeyRef), queen_keyref_cmp);
-
-	if (queen_runs_probe_known(relid, pid, generation, refs, k, from, need, upto, hits))
-	{
-		pfree(refs);
-		return need;
+		refs = queen_runs_refs(incoming, k);
+		if (queen_runs_probe_known(known, relid, pid, generation, refs, k, from, need, upto,
+								   hits))
+		{
+			pfree(refs);
+			return need;
+		}
 	}
 
 	queen_runs_open(&r, relid, pid);
@@ -639,6 +653,8 @@ queen_dedup_runs_probe(const pg_uuid_t *pid, TimestampTz generation, const uint8
 	scan = NULL;
 	if (top <= from || top > upto)
 		goto done;
+	if (refs == NULL)
+		refs = queen_runs_refs(incoming, k);
 
 	/* down the chain: each run starts where the one below it ends */
 	chain = queen_chain_get(pid, generation, r.slot);
@@ -683,7 +699,8 @@ broken:
 	chain->nlinks = 0;
 
 done:
-	pfree(refs);
+	if (refs != NULL)
+		pfree(refs);
 	if (keyscan != NULL)
 		index_endscan(keyscan);
 	if (scan != NULL)
