@@ -117,7 +117,8 @@ typedef enum QueenWorkerState
 	QUEEN_WORKER_STARTING,
 	QUEEN_WORKER_WAITING,		/* shard: database or extension missing */
 	QUEEN_WORKER_READY,
-	QUEEN_WORKER_CLOSING		/* SIGTERM received, finishing what it holds */
+	QUEEN_WORKER_CLOSING,		/* SIGTERM received, finishing what it holds */
+	QUEEN_WORKER_STANDBY		/* the node is in recovery: waits for promotion */
 } QueenWorkerState;
 
 typedef struct QueenWorkerSlot

@@ -28,6 +28,7 @@
 #include "log_read.h"
 #include "maintenance/spool.h"
 
+#include "access/xlog.h"
 #include "storage/shmem.h"
 #include "utils/json.h"
 #include "utils/timestamp.h"
@@ -189,6 +190,13 @@ queen_gauge_segments_per_commit(void)
 	return commits ? (double) queen_counter(QUEEN_COUNT_SEGMENTS) / commits : 0.0;
 }
 
+/* 1 while this node is in recovery: a standby, whose broker waits for promotion */
+static double
+queen_gauge_standby(void)
+{
+	return RecoveryInProgress() ? 1.0 : 0.0;
+}
+
 /* Unix seconds of retention's last sweep; 0 before the first. */
 static double
 queen_gauge_retention_swept(void)
@@ -239,6 +247,9 @@ typedef struct QueenMetricDef
 static const QueenMetricDef queen_metric_defs[] = {
 	QUEEN_GAUGE("queen_uptime_seconds", NULL,
 				"Seconds since the broker's shared memory was set up.", queen_gauge_uptime, 0),
+	QUEEN_GAUGE("queen_node_standby", NULL,
+				"1 while this node is a standby (in recovery): its broker answers 503 and serves once the node is promoted.",
+				queen_gauge_standby, 0),
 
 	/* what the listeners took in, and what the shards made of its frames */
 	QUEEN_COUNTER("queen_process_push_requests_total", NULL,

@@ -38,6 +38,7 @@
 #include "maintenance/spool.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -57,6 +58,15 @@
  * before it decides it was terminated alone.
  */
 #define QUEEN_ALONE_MS	500
+
+/*
+ * How often a worker on a standby looks whether its node was promoted:
+ * PostgreSQL tells background workers nothing when recovery ends.
+ */
+#define QUEEN_PROMOTION_POLL_MS	100
+
+/* "shard 3": this process's kind and index, for the log (set at begin) */
+static char queen_worker_who[BGW_MAXLEN];
 
 /* Which rings a kind is one end of (reset at every start). */
 typedef enum QueenWorkerRings
@@ -160,7 +170,8 @@ queen_register_worker(const QueenWorkerKindDef *def, int index)
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
 	if (def->backend)
 		worker.bgw_flags |= BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/* on a hot standby too: the listeners answer there, the rest await promotion */
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	/* a worker that exits 1 comes back after this; it never crash-loops faster */
 	worker.bgw_restart_time = 5;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "queen");
@@ -308,6 +319,7 @@ queen_worker_begin(QueenWorkerKind kind, int index)
 		}
 	}
 	queen_worker_attach(slot);
+	snprintf(queen_worker_who, sizeof(queen_worker_who), "%s %d", def->name, index);
 	return slot;
 }
 
@@ -344,13 +356,44 @@ queen_worker_poll_signals(void)
 }
 
 /*
- * Connect to queen.database once the database watch says it exists
- * (dbwatch.c says why a worker cannot look for itself); until then the
- * worker waits, unconnected.
+ * A node in recovery (a standby, or a restore short of its end) takes no
+ * writes, so a worker that would write has nothing to do there: it waits,
+ * unconnected, until the node is promoted, with one line in the log and
+ * neither errors nor restarts (it used not to start at all, and a client
+ * met a closed port).  The listeners, which need no connection, run and
+ * answer 503 with this state's reason (listener.c).  The state is set
+ * first, so a listener never finds the shard merely "not running".
+ */
+static void
+queen_worker_await_promotion(QueenWorkerSlot *slot)
+{
+	if (!RecoveryInProgress())
+		return;
+	queen_worker_set_state(slot, QUEEN_WORKER_STANDBY);
+	ereport(LOG,
+			(errmsg("queen %s: this node is a standby (in recovery); waiting for its promotion before serving",
+					queen_worker_who)));
+	while (RecoveryInProgress())
+	{
+		queen_worker_poll_signals();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 QUEEN_PROMOTION_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	ereport(LOG,
+			(errmsg("queen %s: this node was promoted; starting to serve", queen_worker_who)));
+	queen_worker_set_state(slot, QUEEN_WORKER_STARTING);
+}
+
+/*
+ * Connect to queen.database once the node takes writes and the database
+ * watch says the database exists (dbwatch.c says why a worker cannot look
+ * for itself); until then the worker waits, unconnected.
  */
 void
 queen_worker_connect(QueenWorkerSlot *slot)
 {
+	queen_worker_await_promotion(slot);
 	queen_dbwatch_await(slot);
 	BackgroundWorkerInitializeConnection(queen_database, NULL, 0);
 

@@ -78,6 +78,8 @@ queen_listener_unavailable(int shard)
 							queen_database);
 		case QUEEN_WORKER_CLOSING:
 			return "the broker is shutting down";
+		case QUEEN_WORKER_STANDBY:
+			return "this node is a standby (in recovery) and takes no writes: send requests to the primary; the broker here serves once this node is promoted";
 		default:
 			return psprintf("the broker's shard %d is not running (database \"%s\")",
 							shard, queen_database);
