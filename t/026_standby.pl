@@ -72,6 +72,38 @@ sleep 6;
 is_deeply([ noisy(log_of($standby)) ], [], 'no error, no worker exit while it waits');
 is((() = log_of($standby) =~ /this node is a standby/g), 3, 'and nothing is said again');
 
+# ---- synchronous replication: no "buffered" on this node's disk --------------------
+# A bundle that cannot commit (its partition locked past the statement
+# timeout) would be spooled and answered "buffered"; with a synchronous
+# standby a spool file would not survive a failover, so it is "failed",
+# nothing of it is stored, and the client's retry is what stores it.
+$primary->append_conf('postgresql.conf',
+	"synchronous_standby_names = 'standby'\nqueen.push_statement_timeout = '1s'\n");
+$primary->reload;
+ok( wait_for(
+		sub {
+			$primary->safe_psql('postgres',
+				q{SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'}) eq '1';
+		}),
+	'the standby replicates synchronously');
+($s, $r) = push_items($http_primary, { queue => 'ha.q', partition => 'p2', payload => { n => 22 } });
+is($r->[0]{status}, 'queued', 'a push is queued with a synchronous standby');
+my $locker = hold_partition_lock($primary, 'ha.q', 'p3');
+my $logged_from = length log_of($primary);
+my @retry = map { { queue => 'ha.q', partition => 'p3', payload => { n => $_ }, transactionId => "r$_" } } 23, 24;
+($s, $r) = push_items($http_primary, @retry);
+is_deeply([ map { $_->{status} } @{ $r // [] } ], [ 'failed', 'failed' ],
+	'a bundle that cannot commit is failed, not buffered');
+like(substr(log_of($primary), $logged_from),
+	qr/could not spool 2 items; they are answered failed: this node replicates synchronously/,
+	'the log says why');
+my @spooled = spool_files($primary->data_dir . '/queen_spool', qr/\.(?:tmp|buf)$/);
+is_deeply(\@spooled, [], 'no spool file was written');
+$locker->query_safe('COMMIT');
+$locker->quit;
+($s, $r) = push_items($http_primary, @retry);
+is_deeply([ map { $_->{status} } @$r ], [ 'queued', 'queued' ], 'the client\'s retry stores them');
+
 # ---- failover: the primary crashes, the standby is promoted ----------------------
 $primary->stop('immediate');
 my $killed = time;
@@ -89,7 +121,7 @@ for my $p (1 .. 20)
 	my ($st, $got) = pop($http_standby, "/api/v1/pop/queue/ha.q/partition/p$p?batch=10&wait=false");
 	$seen{ $_->{data}{n} }++ for @{ $got->{messages} // [] };
 }
-is_deeply([ sort { $a <=> $b } keys %seen ], [ 1 .. 21 ],
+is_deeply([ sort { $a <=> $b } keys %seen ], [ 1 .. 24 ],
 	'what the old primary committed is there after promotion, with the new push');
 is_deeply([ grep { $seen{$_} != 1 } keys %seen ], [], 'each delivered once');
 

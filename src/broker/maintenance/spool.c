@@ -37,6 +37,16 @@
  * file is cut back to what was durable before, so the drain never
  * commits an item the client was told does not exist.
  *
+ * Replication.  A node that replicates synchronously promises that what
+ * it acknowledges is on a second machine; a spool file is on this one,
+ * and a failover leaves it behind (pg_rewind, or the fresh copy by which
+ * pg_auto_failover rejoins an old primary, removes what the new primary's
+ * data directory lacks).  So there a shard answers "failed" where it
+ * would answer "buffered", and the client retries, at the new primary if
+ * need be; its transactionId keeps a retried push from being stored
+ * twice.  A listener's items of unknown fate are still spooled: some of
+ * them may be committed, and "failed" would be false of those.
+ *
  * Damage.  A crash can leave a torn last record; the checksum and the
  * length tell it apart from an intact one.  A record whose checksum fails
  * but whose length leads to another record (or to the end) is skipped and
@@ -61,6 +71,7 @@
 #include "common/file_perm.h"
 #include "miscadmin.h"
 #include "port/pg_crc32c.h"
+#include "replication/syncrep.h"
 #include "storage/fd.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -641,6 +652,12 @@ queen_spool_write(StringInfo records, int items, int shard, char **why)
 {
 	Size		done = 0;
 
+	if (SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0')
+	{
+		*why = pstrdup("this node replicates synchronously (synchronous_standby_names is set), and a spool file on its own disk would not survive a failover");
+		queen_count(QUEEN_COUNT_SPOOL_WRITE_FAILURES, 1);
+		return false;
+	}
 	if (spool_fd < 0 && !queen_spool_open(shard, why))
 	{
 		queen_count(QUEEN_COUNT_SPOOL_WRITE_FAILURES, 1);
