@@ -42,6 +42,15 @@ INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
 PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core
 PG_CFLAGS = -Wall -Wextra
 
+# make SANITIZE=1 (scripts/sanitize): queen.so with AddressSanitizer and
+# UndefinedBehaviorSanitizer.  The server is not rebuilt: the ASan runtime
+# is preloaded into it (LD_PRELOAD), which checks every heap access of
+# ours and every libc call of the server's.
+ifdef SANITIZE
+PG_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
+SHLIB_LINK += -fsanitize=address,undefined
+endif
+
 REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read pop tenants rollback privileges failure_modes big_transaction untrusted_segments ack consume_tx consume_limits consume_sql replan dedup_runs streams retention admin encryption roles
 REGRESS_OPTS = --load-extension=queen --load-extension=queen_test
 TAP_TESTS = 1

@@ -42,6 +42,9 @@ sub new
 		http => HTTP::Tiny->new(timeout => 60),
 		log => $opt{log} // '/dev/null',
 	}, $class;
+	# the browser is not ours to sanitize (scripts/sanitize preloads ASan)
+	local $ENV{LD_PRELOAD};
+	delete $ENV{LD_PRELOAD};
 	$self->{run} = IPC::Run::start([ $driver, "--port=$port" ],
 		'>', $self->{log}, '2>', $self->{log});
 	my $deadline = time + 30;
