@@ -42,13 +42,13 @@ INCLUDEDIR_SERVER := $(shell $(PG_CONFIG) --includedir-server)
 PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core
 PG_CFLAGS = -Wall -Wextra
 
-# make SANITIZE=1 (scripts/sanitize): queen.so with AddressSanitizer and
-# UndefinedBehaviorSanitizer.  The server is not rebuilt: the ASan runtime
-# is preloaded into it (LD_PRELOAD), which checks every heap access of
-# ours and every libc call of the server's.
+# make SANITIZE=undefined (or address,undefined): queen.so built with those
+# sanitizers (scripts/sanitize).  The server is not rebuilt: UBSan's runtime
+# is an ordinary library queen.so loads; ASan's must be preloaded into the
+# server, which scripts/sanitize explains.
 ifdef SANITIZE
-PG_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer
-SHLIB_LINK += -fsanitize=address,undefined
+PG_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+SHLIB_LINK += -fsanitize=$(SANITIZE)
 endif
 
 REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read pop tenants rollback privileges failure_modes big_transaction untrusted_segments ack consume_tx consume_limits consume_sql replan dedup_runs streams retention admin encryption roles
