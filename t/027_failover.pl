@@ -234,19 +234,19 @@ is_deeply([ grep { /terminated by signal|exited with exit code [^01]|PANIC/ } sp
 	[], 'nothing crashed on node2');
 done_testing();
 
-# Stop what is left of the formation, whatever happened above: its data
-# goes with the test, so nothing needs a clean shutdown.  A postmaster's
-# children leave its process group, and exit once they see it gone.
+# Stop what is left of the formation, whatever happened above: the keepers
+# first (they would start their Postgres again), then each Postgres with an
+# immediate shutdown, which takes its children down too (a SIGKILLed
+# postmaster leaves them behind: a monitor's health check worker outlived
+# one).  Its data goes with the test, so nothing needs a clean shutdown.
 END
 {
 	local $?;					# the test's exit code, not the cleanup's
 	kill 'KILL', -$_->{KIDS}[0]{PID} for values %running;
+	eval { $_->finish } for values %running;
 	for my $node (grep { defined } $monitor, @nodes)
 	{
-		my $pidfile = $node->data_dir . '/postmaster.pid';
-		next unless -e $pidfile;
-		my $pid = (split /\n/, slurp_file($pidfile))[0];
-		kill 'KILL', $pid if $pid;
+		next unless -e $node->data_dir . '/postmaster.pid';
+		system("$pgbin/pg_ctl", '-D', $node->data_dir, '-m', 'immediate', '-w', 'stop');
 	}
-	eval { $_->finish } for values %running;
 }
