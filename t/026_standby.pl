@@ -3,7 +3,9 @@
 # no error, no restart) while the listeners answer 503 saying why; the
 # moment the node is promoted it serves, with what the old primary
 # committed; the old primary, rewound and started as a standby of the new
-# one (what pg_auto_failover does to a demoted node), answers 503 again.
+# one (what pg_auto_failover does to a demoted node), answers 503 again,
+# and a spool file only it had is gone: why a synchronous primary, also
+# checked here, answers "failed" where it would answer "buffered".
 # Before, the workers did not start on a standby at all: a client met a
 # closed port and the log said nothing.
 use strict;
@@ -20,7 +22,7 @@ my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1, extra => [ '--encoding=UTF8', '--locale=C' ]);
 # pg_rewind, which rejoins the old primary below, needs hint bits logged
 $primary->append_conf('postgresql.conf',
-	broker_conf(http_port => $http_primary, shards => 2) . "wal_log_hints = on\n");
+	broker_conf(http_port => $http_primary, shards => 2) . "wal_log_hints = on\nwal_keep_size = 128MB\n");
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION queen');
 ok(wait_healthy($http_primary, 60), 'the primary serves');
@@ -126,12 +128,23 @@ is_deeply([ sort { $a <=> $b } keys %seen ], [ 1 .. 24 ],
 is_deeply([ grep { $seen{$_} != 1 } keys %seen ], [], 'each delivered once');
 
 # ---- the old primary rejoins as a standby of the new one -------------------------
+# what the spool's refusal above rests on: a file only the old primary has
+# does not survive its rewind
+my $left_behind = $primary->data_dir . '/queen_spool/queen-left-behind-n1.buf';
+mkdir $primary->data_dir . '/queen_spool';
+PostgreSQL::Test::Utils::append_to_file($left_behind, 'spooled');
+# the new timeline reaches the control file at a checkpoint, which pg_rewind reads
+$standby->safe_psql('postgres', 'CHECKPOINT');
 command_ok(
 	[
 		'pg_rewind', '--target-pgdata', $primary->data_dir,
 		'--source-server', $standby->connstr('postgres')
 	],
 	'pg_rewind brings the old primary onto the new timeline');
+ok(!-e $left_behind, 'pg_rewind removed a spool file only the old primary had');
+# it copied the new primary's configuration too: this node's own lines again
+$primary->append_conf('postgresql.conf',
+	'port = ' . $primary->port . "\nqueen.http_port = $http_primary\n");
 $primary->enable_streaming($standby);
 my $rejoin_from = length log_of($primary);
 $primary->start;

@@ -234,19 +234,33 @@ is_deeply([ grep { /terminated by signal|exited with exit code [^01]|PANIC/ } sp
 	[], 'nothing crashed on node2');
 done_testing();
 
-# Stop what is left of the formation, whatever happened above: the keepers
-# first (they would start their Postgres again), then each Postgres with an
-# immediate shutdown, which takes its children down too (a SIGKILLed
-# postmaster leaves them behind: a monitor's health check worker outlived
-# one).  Its data goes with the test, so nothing needs a clean shutdown.
+# Stop what is left of the formation, whatever happened above: its data goes
+# with the test, so nothing needs a clean shutdown.  Each Postgres is killed
+# with its children (they run in sessions of their own, and a monitor's
+# health check worker outlives its postmaster), then the keepers, which
+# would start their Postgres again.
+sub children_of
+{
+	my ($parent) = @_;
+	my @kids;
+	for my $stat (glob '/proc/[0-9]*/stat')
+	{
+		my $text = eval { slurp_file($stat) } // next;
+		push @kids, $1 if $text =~ /^(\d+) \(.*\) \S (\d+) / && $2 == $parent;
+	}
+	return @kids;
+}
+
 END
 {
 	local $?;					# the test's exit code, not the cleanup's
-	kill 'KILL', -$_->{KIDS}[0]{PID} for values %running;
-	eval { $_->finish } for values %running;
 	for my $node (grep { defined } $monitor, @nodes)
 	{
-		next unless -e $node->data_dir . '/postmaster.pid';
-		system("$pgbin/pg_ctl", '-D', $node->data_dir, '-m', 'immediate', '-w', 'stop');
+		my $pidfile = $node->data_dir . '/postmaster.pid';
+		next unless -e $pidfile;
+		my $pid = (split /\n/, slurp_file($pidfile))[0];
+		kill 'KILL', $pid, children_of($pid) if $pid;
 	}
+	kill 'KILL', -$_->{KIDS}[0]{PID} for values %running;
+	eval { $_->finish } for values %running;
 }
