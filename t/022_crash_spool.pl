@@ -18,8 +18,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run qw(start finish);
-use JSON::PP;
 use Cwd ();
 use QueenHTTP;
 
@@ -53,23 +51,12 @@ sub count_matches
 sub start_load
 {
 	my ($queue, $prefix) = @_;
-	my %run = (queue => $queue, file => "$tmp/$queue.tsv", out => '', err => '');
-	$run{h} = start(
-		[ $load, '--port', $port, '--connections', 32, '--partitions', 100,
-		  '--items', 1, '--queue', $queue, '--txn-prefix', $prefix,
-		  '--results', $run{file}, '--duration', 8, '--timeout', 90 ],
-		'>', \$run{out}, '2>', \$run{err});
-	return \%run;
-}
-
-sub finish_load
-{
-	my ($run) = @_;
-	finish($run->{h});
-	my $summary = eval { decode_json($run->{out}) };
-	ok($summary, "load on $run->{queue} completed") or diag("queen-load: $run->{err}");
-	diag("$run->{queue}: " . $run->{out});
-	return $summary // {};
+	my $run = load_start($port, "load on $queue", '--connections', 32, '--partitions', 100,
+		'--items', 1, '--queue', $queue, '--txn-prefix', $prefix,
+		'--results', "$tmp/$queue.tsv", '--duration', 8, '--timeout', 90);
+	$run->{queue} = $queue;
+	$run->{file} = "$tmp/$queue.tsv";
+	return $run;
 }
 
 # Wait for the postmaster to notice a crash and reinitialise, then for the
@@ -108,7 +95,7 @@ like($shard_pid, qr/^\d+$/, "(a) a shard to kill: $shard_pid");
 my $reinits = count_matches($reinit);
 kill 'KILL', $shard_pid;
 wait_recovered($reinits, '(a)');
-my $sum_a = finish_load($run_a);
+my $sum_a = load_finish($run_a);
 like(slurp_file($node->logfile), qr/\(PID $shard_pid\) was terminated by signal 9/,
 	'(a) the log shows the shard killed by signal 9');
 
@@ -123,7 +110,7 @@ $reinits = count_matches($reinit);
 kill 'KILL', $listener_pid;
 wait_recovered($reinits, '(b)');
 is(mode(), 'on', '(b) maintenance is still on after the crash');
-my $sum_b = finish_load($run_b);
+my $sum_b = load_finish($run_b);
 like(slurp_file($node->logfile), qr/\(PID $listener_pid\) was terminated by signal 9/,
 	'(b) the log shows the listener killed by signal 9');
 is(stored_count($node, 'crash_b'), '0', '(b) nothing of the buffered load is stored yet');
@@ -169,7 +156,7 @@ ok(wait_for(sub { !kill(0, $pm) && !old_processes() }, 60),
 $node->start;
 ok(wait_healthy($port, 90), '(c) /health is 200 after the new start');
 is(mode(), 'off', '(c) maintenance is still off after the restart');
-my $sum_c = finish_load($run_c);
+my $sum_c = load_finish($run_c);
 like(slurp_file($node->logfile), qr/database system was not properly shut down; automatic recovery in progress/,
 	'(c) the new postmaster ran crash recovery');
 

@@ -50,12 +50,16 @@ sub noisy
 }
 
 my $standby_reason = qr/this node is a standby \(in recovery\) and takes no writes/;
-ok( wait_for(
-		sub {
-			my ($st, $b) = http_request($http_standby, 'GET', '/health');
-			return $st == 503 && $b =~ $standby_reason;
-		}),
-	'on the standby, /health is 503 and says it is a standby');
+
+# Does the broker on $port answer /health 503, saying its node is a standby?
+sub says_standby
+{
+	my ($port) = @_;
+	my ($st, $b) = http_request($port, 'GET', '/health');
+	return $st == 503 && $b =~ $standby_reason;
+}
+
+ok(wait_for(sub { says_standby($http_standby) }), 'on the standby, /health is 503 and says it is a standby');
 ($s, $r) = http_json($http_standby, 'POST', '/api/v1/push', { items => [ { queue => 'ha.q', payload => 1 } ] });
 is($s, 503, 'a push to the standby is 503');
 like($r->{error} // '', $standby_reason, 'and says why');
@@ -148,12 +152,7 @@ $primary->append_conf('postgresql.conf',
 $primary->enable_streaming($standby);
 my $rejoin_from = length log_of($primary);
 $primary->start;
-ok( wait_for(
-		sub {
-			my ($st, $b) = http_request($http_primary, 'GET', '/health');
-			return $st == 503 && $b =~ $standby_reason;
-		}),
-	'the demoted node answers 503: it is a standby now');
+ok(wait_for(sub { says_standby($http_primary) }), 'the demoted node answers 503: it is a standby now');
 ($s, $r) = http_json($http_primary, 'POST', '/api/v1/push', { items => [ { queue => 'ha.q', payload => 1 } ] });
 is($s, 503, 'and refuses pushes');
 sleep 6;

@@ -16,8 +16,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run qw(start finish);
-use JSON::PP;
+use IPC::Run qw(start);
 use Time::HiRes qw(time sleep);
 use QueenHTTP;
 
@@ -140,31 +139,12 @@ is($s, 503, 'the secondary\'s broker answers 503');
 like($b, qr/this node is a standby/, 'saying it is a standby');
 
 # ---- load, and the primary's machine dies ----------------------------------------
-sub run_bg
-{
-	my ($name, $port, @args) = @_;
-	my %run = (name => $name, out => '', err => '');
-	$run{h} = start([ $load, '--port', $port, '--timeout', 120, @args ],
-		'>', \$run{out}, '2>', \$run{err});
-	return \%run;
-}
-
-sub finish_bg
-{
-	my ($run) = @_;
-	finish($run->{h});
-	my $summary = eval { decode_json($run->{out}) };
-	ok($summary, "$run->{name} completed") or diag("queen-load: $run->{err}");
-	diag("$run->{name}: $run->{out}");
-	return $summary // {};
-}
-
 my $queue = 'fo';
 my @producer_args = ('--connections', 8, '--partitions', 20, '--items', 1, '--queue', $queue);
 my $pop_path = "/api/v1/pop/queue/$queue?batch=20&partitions=4&wait=true&timeout=500&leaseSeconds=3";
-my $prod = run_bg('producers on node1', $http[0], @producer_args, '--txn-prefix', 'a',
+my $prod = load_start($http[0], 'producers on node1', @producer_args, '--txn-prefix', 'a',
 	'--results', "$tmp/a.p.tsv", '--duration', 8);
-my $cons = run_bg('consumers on node1', $http[0], '--consume', '--connections', 4,
+my $cons = load_start($http[0], 'consumers on node1', '--consume', '--connections', 4,
 	'--path', $pop_path, '--results', "$tmp/a.c.tsv", '--duration', 8);
 ok(wait_for(sub { -s "$tmp/a.c.tsv" && stored_count($nodes[0], $queue) >= 2000 }, 30),
 	'the load stores and delivers');
@@ -173,8 +153,8 @@ my $pid = (split /\n/, slurp_file($nodes[0]->data_dir . '/postmaster.pid'))[0];
 kill 'KILL', -$running{node1}->{KIDS}[0]{PID};
 kill 'KILL', $pid;
 my $killed = time;
-finish_bg($prod);
-finish_bg($cons);
+load_finish($prod);
+load_finish($cons);
 
 ok(wait_for(sub { node_state(1) =~ /^(?:wait_primary|primary)\// }, 120),
 	'the monitor promotes node2');
@@ -193,12 +173,12 @@ like(server_log($nodes[1]), qr/queen shard 0: this node was promoted; starting t
 	'its log says it serves since the promotion');
 
 # the clients, pointed at the new primary
-$prod = run_bg('producers on node2', $http[1], @producer_args, '--txn-prefix', 'b',
+$prod = load_start($http[1], 'producers on node2', @producer_args, '--txn-prefix', 'b',
 	'--results', "$tmp/b.p.tsv", '--duration', 3);
-$cons = run_bg('consumers on node2', $http[1], '--consume', '--connections', 4,
+$cons = load_start($http[1], 'consumers on node2', '--consume', '--connections', 4,
 	'--path', $pop_path, '--results', "$tmp/b.c.tsv", '--duration', 5);
-finish_bg($prod);
-finish_bg($cons);
+load_finish($prod);
+load_finish($cons);
 
 # ---- what node2 holds --------------------------------------------------------------
 my $new = $nodes[1];

@@ -25,8 +25,6 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run qw(start finish);
-use JSON::PP;
 use Cwd ();
 use QueenHTTP;
 
@@ -54,34 +52,15 @@ sub count_matches
 	return scalar @m;
 }
 
-sub run_bg
-{
-	my ($name, @args) = @_;
-	my %run = (name => $name, out => '', err => '');
-	$run{h} = start([ $load, '--port', $port, '--timeout', 120, @args ],
-		'>', \$run{out}, '2>', \$run{err});
-	return \%run;
-}
-
-sub finish_bg
-{
-	my ($run) = @_;
-	finish($run->{h});
-	my $summary = eval { decode_json($run->{out}) };
-	ok($summary, "$run->{name} completed") or diag("queen-load: $run->{err}");
-	diag("$run->{name}: $run->{out}");
-	return $summary // {};
-}
-
 # A phase: producers and consumers on $queue for $secs seconds, $crash
 # called once the consumers have delivered something.
 sub phase
 {
 	my ($queue, $secs, $crash) = @_;
-	my $prod = run_bg("$queue producers", '--connections', 16, '--partitions', 40,
+	my $prod = load_start($port, "$queue producers", '--connections', 16, '--partitions', 40,
 		'--items', 1, '--queue', $queue, '--txn-prefix', $queue,
 		'--results', "$tmp/$queue.p.tsv", '--duration', $secs);
-	my $cons = run_bg("$queue consumers", '--consume', '--connections', 6,
+	my $cons = load_start($port, "$queue consumers", '--consume', '--connections', 6,
 		'--path', "/api/v1/pop/queue/$queue?batch=20&partitions=4&wait=true&timeout=500&leaseSeconds=3",
 		'--results', "$tmp/$queue.c.tsv", '--duration', $secs + 2);
 	if ($crash)
@@ -90,8 +69,8 @@ sub phase
 			"$queue: the load is storing");
 		$crash->();
 	}
-	my $p = finish_bg($prod);
-	my $c = finish_bg($cons);
+	my $p = load_finish($prod);
+	my $c = load_finish($cons);
 	return ($p, $c);
 }
 

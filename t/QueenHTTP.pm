@@ -20,7 +20,7 @@ use Test::More;
 
 our @EXPORT = qw(start_broker set_max_connections http_request http_json push_items wait_for
   wait_healthy raw_exchange metric log_crashes broker_conf verify_results gapless
-  run_load stored_frames stored_count buffer_status set_maintenance
+  run_load load_start load_finish stored_frames stored_count buffer_status set_maintenance
   get_maintenance spool_files process_alive last_listener_pid
   verify_acknowledged send_request read_response shard_of
   shards_waiting_on_lock hold_partition_lock segments_per_transaction pop ack_batch
@@ -219,6 +219,29 @@ sub run_load
 	IPC::Run::run([ $ENV{QUEEN_LOAD}, '--port', $port, @args ], '>', \$out, '2>', \$err)
 	  or die "queen-load failed: $err";
 	return $json->decode($out);
+}
+
+# Start bench/queen-load against the broker on $port in the background
+# (a 120 s hard stop unless @args give another --timeout); load_finish
+# waits for it.  $name labels its assertion and its summary.
+sub load_start
+{
+	my ($port, $name, @args) = @_;
+	my %run = (name => $name, out => '', err => '');
+	$run{h} = IPC::Run::start([ $ENV{QUEEN_LOAD}, '--port', $port, '--timeout', 120, @args ],
+		'>', \$run{out}, '2>', \$run{err});
+	return \%run;
+}
+
+# Wait for a load_start run; asserts it ended with a summary, which it returns decoded.
+sub load_finish
+{
+	my ($run) = @_;
+	IPC::Run::finish($run->{h});
+	my $summary = eval { $json->decode($run->{out}) };
+	ok($summary, "$run->{name} completed") or diag("queen-load: $run->{err}");
+	diag("$run->{name}: $run->{out}");
+	return $summary // {};
 }
 
 # Check a bench/queen-load --results file against the tables: returns
