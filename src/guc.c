@@ -22,6 +22,8 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "queen.h"
 #include "codec.h"
 #include "crypto.h"
