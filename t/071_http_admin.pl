@@ -243,6 +243,34 @@ for my $c (
 }
 is(sql('SELECT count(*) FROM queen.log_consumers WHERE committed < -1'), '0', 'no refusal wrote a cursor');
 
+# ---- a slow refresh spaces the next (a fifth of the worker at most) ----------
+# An application holds the refresh's lock: the maintenance worker's refresh
+# waits behind it for 3 s, and the next one then waits four times as long
+# (12 s) though queen.stats_interval is 1 s.  Without the spacing it would
+# run again within about a second.
+sub refreshed_at { return sql('SELECT max(refreshed_at) FROM queen.queue_stats'); }
+my $holder = $node->background_psql('postgres');
+$holder->query_safe("BEGIN; SELECT pg_advisory_xact_lock(hashtext('queen.stats_refresh'))");
+ok(wait_for(sub { sql(q{SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+	WHERE a.application_name = 'queen maintenance' AND l.locktype = 'advisory' AND NOT l.granted}) eq '1' }, 30),
+	"the worker's refresh waits for the application's lock");
+my $held = time;
+sleep 1 while time - $held < 3;
+my $before = refreshed_at();
+$holder->query_safe('COMMIT');
+$holder->quit;
+ok(wait_for(sub { refreshed_at() ne $before }, 30), 'the refresh ran once the lock was released');
+my $slow = refreshed_at();
+my $quiet_until = time + 6;
+my $again = 0;
+while (time < $quiet_until)
+{
+	$again = 1 if refreshed_at() ne $slow;
+	usleep(200_000);
+}
+is($again, 0, 'no refresh for the next 6 s: a 3 s refresh is followed by 12 s of rest');
+ok(wait_for(sub { refreshed_at() ne $slow }, 60), 'then the refreshes go on');
+
 # The broker's sessions are a superuser's: an operator someone put in a
 # schema on the default search_path (public, here) never runs in them.
 sql(q{CREATE TABLE public.hijacked (who text);

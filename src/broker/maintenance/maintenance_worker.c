@@ -103,6 +103,9 @@ static HTAB *queen_drain_files = NULL;	/* QueenDrainFile by name */
 #define QUEEN_RETENTION_DUE_CAP		1000
 #define QUEEN_RETENTION_MAX_ROWS	1000
 
+/* A stats refresh waits at least this many times as long as the last took. */
+#define QUEEN_STATS_SPACING			4
+
 typedef struct QueenRetentionPass
 {
 	MemoryContext cxt;			/* where the work list lives, across transactions */
@@ -430,7 +433,7 @@ queen_maintenance_main(Datum arg)
 	TimestampTz last_lag = 0;
 	TimestampTz last_index = 0;
 	TimestampTz last_retention = 0;
-	TimestampTz last_stats = 0;
+	TimestampTz next_stats = 0;
 	bool		index_behind = false;
 	bool		retention_behind = false;
 	HASHCTL		ctl;
@@ -491,12 +494,24 @@ queen_maintenance_main(Datum arg)
 			continue;
 		}
 
-		/* the stats tables the overview routes read (admin.c), before the lag sample reads them */
-		if (queen_stats_interval_s > 0 &&
-			TimestampDifferenceExceeds(last_stats, now, queen_stats_interval_s * 1000))
+		/*
+		 * The stats tables the overview routes read (admin.c), before the lag
+		 * sample reads them.  A refresh reads every partition and cursor row
+		 * (16 s at a million partitions, bench/million), so the next one waits
+		 * at least QUEEN_STATS_SPACING times as long as this one took: the
+		 * refresh then has at most a fifth of this worker and of a core, and
+		 * retention and the lag sample keep their turns.  statsAge tells
+		 * clients how old the numbers are.
+		 */
+		if (queen_stats_interval_s > 0 && now >= next_stats)
 		{
-			last_stats = now;
+			TimestampTz took;
+
 			queen_stats_refresh();
+			took = GetCurrentTimestamp() - now;
+			next_stats = now + took +
+				Max((TimestampTz) queen_stats_interval_s * USECS_PER_SEC - took,
+					QUEEN_STATS_SPACING * took);
 		}
 
 		/* the consumer lag for /metrics (lag.c), off the shards' path */
