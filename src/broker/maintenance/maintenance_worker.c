@@ -259,6 +259,28 @@ queen_stats_refresh(void)
 									 NULL, &result);
 }
 
+/*
+ * A stats refresh when *next is reached.  A refresh reads every partition
+ * and cursor row (16 s at a million partitions, bench/million), so the next
+ * one waits at least QUEEN_STATS_SPACING times as long as this one took:
+ * the refresh then has at most a fifth of this worker and of a core, and
+ * retention and the lag sample keep their turns.  statsAge tells clients
+ * how old the numbers are.
+ */
+static void
+queen_stats_when_due(TimestampTz now, TimestampTz *next)
+{
+	TimestampTz took;
+
+	if (queen_stats_interval_s <= 0 || now < *next)
+		return;
+	queen_stats_refresh();
+	took = GetCurrentTimestamp() - now;
+	*next = now + took +
+		Max((TimestampTz) queen_stats_interval_s * USECS_PER_SEC - took,
+			QUEEN_STATS_SPACING * took);
+}
+
 /* Refresh the gauges; returns the finished files, oldest first. */
 static List *
 queen_drain_survey(void)
@@ -494,25 +516,8 @@ queen_maintenance_main(Datum arg)
 			continue;
 		}
 
-		/*
-		 * The stats tables the overview routes read (admin.c), before the lag
-		 * sample reads them.  A refresh reads every partition and cursor row
-		 * (16 s at a million partitions, bench/million), so the next one waits
-		 * at least QUEEN_STATS_SPACING times as long as this one took: the
-		 * refresh then has at most a fifth of this worker and of a core, and
-		 * retention and the lag sample keep their turns.  statsAge tells
-		 * clients how old the numbers are.
-		 */
-		if (queen_stats_interval_s > 0 && now >= next_stats)
-		{
-			TimestampTz took;
-
-			queen_stats_refresh();
-			took = GetCurrentTimestamp() - now;
-			next_stats = now + took +
-				Max((TimestampTz) queen_stats_interval_s * USECS_PER_SEC - took,
-					QUEEN_STATS_SPACING * took);
-		}
+		/* the stats tables the overview routes read (admin.c), before the lag sample reads them */
+		queen_stats_when_due(now, &next_stats);
 
 		/* the consumer lag for /metrics (lag.c), off the shards' path */
 		if (queen_consumer_lag_interval_s > 0 &&
