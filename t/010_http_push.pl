@@ -139,6 +139,32 @@ is($res->[0]{status}, 'duplicate', 'a repeat the run holds is a duplicate');
 is($res->[0]{message_id}, $original_7, 'naming the original');
 is($res->[1]{status}, 'queued', 'a new transactionId beside it is stored');
 
+# The indexer reads only the partitions stamped since its last complete pass,
+# as far back as the oldest open transaction that has written (a push stamps
+# its partition at its own time, up to 10 s earlier, and commits when it
+# will: one segment, its partition's only write, is never stamped again).  A
+# push held uncommitted for longer than that, while passes go on, is indexed
+# once it commits.
+my $partition_runs = q{
+	SELECT coalesce(sum(length(d.keys)) / 12, 0) || '/' || count(DISTINCT d.run_end)
+	  FROM queen.log_dedup d JOIN queen.log_partitions p ON p.id = d.partition_id
+	  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'runs' AND p.name = '%s'};
+my $late = $node->background_psql('postgres');
+$late->query_safe(q{BEGIN; SELECT count(*) FROM queen.push((SELECT jsonb_agg(jsonb_build_object(
+	'queue', 'runs', 'partition', 'late', 'payload', g, 'transactionId', 'late-' || g))
+	FROM generate_series(1, 120) g))});
+my $held = time;
+sleep 1 while time - $held < 13;
+($status, $res) = push_items($port,
+	map { { queue => 'runs', partition => 'r2', payload => $_, transactionId => "r2-$_" } } 1 .. 120);
+ok(wait_for(sub { $node->safe_psql('postgres', sprintf($partition_runs, 'r2')) eq '120/1' }),
+	'a partition pushed 13 s into an open transaction is indexed');
+$late->query_safe('COMMIT');
+$late->quit;
+ok(wait_for(sub { $node->safe_psql('postgres', sprintf($partition_runs, 'late')) eq '120/1' }),
+	'and the transaction\'s partition once it commits')
+  or diag($node->safe_psql('postgres', sprintf($partition_runs, 'late')));
+
 # ---- bad bodies: 400, nothing written -------------------------------------------
 my $before = count_rows();
 my @bad = (

@@ -143,15 +143,7 @@ queen_claim_exec(SPIPlanPtr *plan, const QueenClaimStatement *st,
 	int			rc;
 
 	if (*plan == NULL && st->custom)
-	{
-		SPIPlanPtr	p = SPI_prepare_cursor(st->sql, st->nargs, (Oid *) st->argtypes,
-										   CURSOR_OPT_CUSTOM_PLAN);
-
-		if (p == NULL || SPI_keepplan(p) != 0)
-			elog(ERROR, "queen: could not prepare a claim statement: %s",
-				 SPI_result_code_string(SPI_result));
-		*plan = p;
-	}
+		*plan = queen_keep_custom_plan(st->sql, st->nargs, (Oid *) st->argtypes);
 	queen_plan_once(plan, st->sql, st->nargs, (Oid *) st->argtypes, false);
 	rc = SPI_execute_plan(*plan, values, nulls, false, 0);
 	if (rc != expected)

@@ -23,6 +23,7 @@
 extern int64 queen_dedup_runs_probe(const pg_uuid_t *pid, TimestampTz generation,
 									const uint8 *incoming, int k, int64 from, int64 upto,
 									int64 need, QueenDedupHits *hits);
-extern int64 queen_dedup_runs_index(int min_hashes, int max_partitions);
+extern int64 queen_dedup_runs_index(int min_hashes, int max_partitions,
+									 TimestampTz *since);
 
 #endif							/* QUEEN_DEDUP_RUNS_H */

@@ -17,6 +17,7 @@
 
 #include "queen.h"
 #include "dedup_runs_int.h"
+#include "log_write.h"
 #include "spi.h"
 #include "txns_walk.h"
 
@@ -40,18 +41,22 @@ static SPIPlanPtr queen_runs_delete_plan = NULL;
 static SPIPlanPtr queen_runs_insert_plan = NULL;
 
 /*
- * Partitions with at least $1 hashes above their newest run (or above
- * txns_start when they have none), most behind first.  A queue whose dedup
- * window is 0 is never probed: its partitions are not indexed.
+ * Partitions stamped at or after $3 with at least $1 hashes above their
+ * newest run (or above txns_start when they have none), most behind first.
+ * A queue whose dedup window is 0 is never probed: its partitions are not
+ * indexed.  Planned for each call: only with $3's value can the planner
+ * see that (queue_id, last_write_at) leaves the few partitions written
+ * lately out of a million.
  */
 static const char *const queen_sql_runs_behind =
 "SELECT p.id, p.last_offset, coalesce(r.run_end, p.txns_start - 1)"
-"  FROM queen.log_partitions p"
-"  JOIN queen.queues q ON q.id = p.queue_id AND q.dedup_window_seconds > 0"
+"  FROM queen.queues q"
+"  JOIN queen.log_partitions p ON p.queue_id = q.id AND p.last_write_at >= $3"
 "  LEFT JOIN LATERAL (SELECT d.run_end FROM queen.log_dedup d"
 "                      WHERE d.partition_id = p.id"
 "                      ORDER BY d.run_end DESC LIMIT 1) r ON true"
-" WHERE p.last_offset - coalesce(r.run_end, p.txns_start - 1) >= $1"
+" WHERE q.dedup_window_seconds > 0"
+"   AND p.last_offset - coalesce(r.run_end, p.txns_start - 1) >= $1"
 " ORDER BY p.last_offset - coalesce(r.run_end, p.txns_start - 1) DESC"
 " LIMIT $2";
 
@@ -141,10 +146,11 @@ queen_runs_write(const pg_uuid_t *pid, int64 start, int64 end,
 
 /*
  * The new run above the newest: every hash stored in (start, last], or in
- * as many whole rows as QUEEN_RUN_MAX_HASHES allows.  Returns its hashes.
+ * as many whole rows as QUEEN_RUN_MAX_HASHES allows (*capped set then).
+ * Returns its hashes.
  */
 static int64
-queen_runs_build(const pg_uuid_t *pid, int64 start, int64 last)
+queen_runs_build(const pg_uuid_t *pid, int64 start, int64 last, bool *capped)
 {
 	QueenTxnsWalk *w = queen_txns_walk_begin(pid, start + 1, last, false);
 	QueenTxnsRow row;
@@ -152,7 +158,7 @@ queen_runs_build(const pg_uuid_t *pid, int64 start, int64 last)
 	int64		n = 0;
 	int64		end = start;
 	QueenRunEntry *e = palloc_extended(sizeof(QueenRunEntry) * cap, MCXT_ALLOC_HUGE);
-	bool		capped = false;
+	bool		short_of_last = false;
 
 	while (queen_txns_walk_next(w, &row))
 	{
@@ -172,14 +178,14 @@ queen_runs_build(const pg_uuid_t *pid, int64 start, int64 last)
 		end = Min(row.base + row.count - 1, last);
 		if (n >= QUEEN_RUN_MAX_HASHES || end - start >= QUEEN_RUN_MAX_SPAN / 2)
 		{
-			capped = true;
+			short_of_last = *capped = true;
 			break;
 		}
 	}
 	queen_txns_walk_end(w);
 
 	/* offsets without a row hold no hash: the run covers them all the same */
-	if (!capped)
+	if (!short_of_last)
 		end = last;
 	queen_sort_entries(e, n);
 	queen_runs_write(pid, start, end, e, n);
@@ -362,16 +368,25 @@ queen_runs_compact(const pg_uuid_t *pid, int min_hashes)
 }
 
 /*
- * queen_dedup_runs_index, queen.dedup_index: give every partition with at least min_hashes hashes
- * above its newest run (at most max_partitions of them, most behind first)
- * a new run, and merge its runs.  Runs in the caller's transaction; returns
- * the hashes written, 0 when another session is indexing.
+ * queen_dedup_runs_index, queen.dedup_index: give every partition with at
+ * least min_hashes hashes above its newest run (at most max_partitions of
+ * them, most behind first) a new run, and merge its runs.  Runs in the
+ * caller's transaction; returns the hashes written, 0 when another session
+ * is indexing.
+ *
+ * Only partitions stamped at or after *since are read (DT_NOBEGIN: all): a
+ * partition falls behind only by being written.  *since is then where the
+ * next pass may start (write_horizon.c): unchanged when this one left a
+ * partition behind (more than max_partitions, a run capped) or did not
+ * run, since that partition may not be written again.
  */
 int64
-queen_dedup_runs_index(int min_hashes, int max_partitions)
+queen_dedup_runs_index(int min_hashes, int max_partitions, TimestampTz *since)
 {
-	Oid			behind_types[2] = {INT8OID, INT4OID};
-	Datum		values[2];
+	Oid			behind_types[3] = {INT8OID, INT4OID, TIMESTAMPTZOID};
+	Datum		values[3];
+	TimestampTz horizon;
+	bool		capped = false;
 	MemoryContext cxt;
 	MemoryContext old;
 	QueenRunInfo *behind;
@@ -386,10 +401,13 @@ queen_dedup_runs_index(int min_hashes, int max_partitions)
 		return 0;
 	queen_spi_connect();
 
+	horizon = queen_write_horizon();
 	values[0] = Int64GetDatum(Max(min_hashes, 1));
 	values[1] = Int32GetDatum(max_partitions);
-	queen_exec(queen_plan_once(&queen_runs_behind_plan, queen_sql_runs_behind, 2, behind_types, false),
-			   values, SPI_OK_SELECT, "finding partitions to index");
+	values[2] = TimestampTzGetDatum(*since);
+	if (queen_runs_behind_plan == NULL)
+		queen_runs_behind_plan = queen_keep_custom_plan(queen_sql_runs_behind, 3, behind_types);
+	queen_exec(queen_runs_behind_plan, values, SPI_OK_SELECT, "finding partitions to index");
 	n = SPI_processed;
 	behind = palloc(sizeof(QueenRunInfo) * Max(n, 1));
 	pids = palloc(sizeof(pg_uuid_t) * Max(n, 1));
@@ -409,12 +427,14 @@ queen_dedup_runs_index(int min_hashes, int max_partitions)
 	{
 		CHECK_FOR_INTERRUPTS();
 		old = MemoryContextSwitchTo(cxt);
-		written += queen_runs_build(&pids[r], behind[r].start, behind[r].end);
+		written += queen_runs_build(&pids[r], behind[r].start, behind[r].end, &capped);
 		written += queen_runs_compact(&pids[r], min_hashes);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(cxt);
 	}
 	MemoryContextDelete(cxt);
 	SPI_finish();
+	if (n < (uint64) max_partitions && !capped)
+		*since = horizon;
 	return written;
 }

@@ -73,4 +73,7 @@ extern void queen_push_one_resolved(QueenSegment *seg, const pg_uuid_t *pid);
 /* Deferred offsets (log_deferred.c): the rows brought up to date. */
 extern void queen_alloc_flush(void);
 
+/* The oldest stamp a write not yet visible may have left (write_horizon.c). */
+extern TimestampTz queen_write_horizon(void);
+
 #endif							/* QUEEN_LOG_WRITE_H */

@@ -77,6 +77,22 @@ queen_keep_plan(const char *sql, int nargs, Oid *argtypes, bool first_rows)
 }
 
 /*
+ * A statement kept for the life of the process but planned for each call
+ * with its arguments' values, for one whose best plan depends on them (a
+ * time bound that leaves a few rows of a big table, or all of them).
+ */
+SPIPlanPtr
+queen_keep_custom_plan(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_CUSTOM_PLAN);
+
+	if (plan == NULL || SPI_keepplan(plan) != 0)
+		elog(ERROR, "queen: could not prepare statement: %s",
+			 SPI_result_code_string(SPI_result));
+	return plan;
+}
+
+/*
  * The plan kept in *plan, prepared on first use.  Must be called between
  * SPI_connect and SPI_finish.
  */

@@ -27,6 +27,7 @@
 extern void queen_spi_connect(void);
 extern SPIPlanPtr queen_keep_plan(const char *sql, int nargs, Oid *argtypes,
 								  bool first_rows);
+extern SPIPlanPtr queen_keep_custom_plan(const char *sql, int nargs, Oid *argtypes);
 extern SPIPlanPtr queen_plan_once(SPIPlanPtr *plan, const char *sql, int nargs,
 								  Oid *argtypes, bool first_rows);
 extern void queen_exec(SPIPlanPtr plan, Datum *values, int expected,

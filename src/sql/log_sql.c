@@ -367,10 +367,11 @@ queen_dedup_index(PG_FUNCTION_ARGS)
 {
 	int32		min_hashes = PG_GETARG_INT32(0);
 	int32		max_partitions = PG_GETARG_INT32(1);
+	TimestampTz since = DT_NOBEGIN;
 
 	if (min_hashes < 1 || max_partitions < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("p_min_hashes and p_max_partitions must be at least 1")));
-	PG_RETURN_INT64(queen_dedup_runs_index(min_hashes, max_partitions));
+	PG_RETURN_INT64(queen_dedup_runs_index(min_hashes, max_partitions, &since));
 }

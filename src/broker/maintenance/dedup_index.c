@@ -9,6 +9,11 @@
  * behind it.  A partition written faster than one pass indexes stays the
  * most behind and is taken first next time.
  *
+ * A pass reads only the partitions written since the last complete one
+ * (queen_dedup_runs_index's since), so a million idle partitions cost
+ * nothing each second; every QUEEN_INDEX_FULL_USECS a pass reads them all,
+ * for the writers the horizon cannot see (a prepared transaction).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -19,17 +24,32 @@
 
 #include "pgstat.h"
 #include "utils/backend_status.h"
+#include "utils/timestamp.h"
 
 /* partitions one transaction indexes at most */
 #define QUEEN_INDEX_PARTITIONS	256
 
+/* how often a pass reads every partition */
+#define QUEEN_INDEX_FULL_USECS	(600 * USECS_PER_SEC)
+
+typedef struct QueenIndexPass
+{
+	TimestampTz since;			/* in: partitions stamped from; out: the next's */
+	int64		written;
+} QueenIndexPass;
+
+/* where the next pass starts; DT_NOBEGIN (all) at first */
+static TimestampTz queen_index_since = DT_NOBEGIN;
+static TimestampTz queen_index_full_at = 0;
+
 static void
 queen_dedup_index_body(void *arg)
 {
-	int64	   *written = arg;
+	QueenIndexPass *pass = arg;
 
 	pgstat_report_activity(STATE_RUNNING, "queen: dedup index");
-	*written = queen_dedup_runs_index(queen_dedup_index_min_hashes, QUEEN_INDEX_PARTITIONS);
+	pass->written = queen_dedup_runs_index(queen_dedup_index_min_hashes, QUEEN_INDEX_PARTITIONS,
+										   &pass->since);
 }
 
 /* One pass; true when it wrote anything (so another may follow at once). */
@@ -37,12 +57,22 @@ bool
 queen_dedup_index_pass(void)
 {
 	QueenTxResult result;
-	int64		written = 0;
+	QueenIndexPass pass;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		full = now - queen_index_full_at >= QUEEN_INDEX_FULL_USECS;
 
 	if (queen_dedup_index_min_hashes <= 0)
 		return false;
+	pass.since = full ? DT_NOBEGIN : queen_index_since;
+	pass.written = 0;
 	if (!queen_worker_transact("dedup index", "maintenance", queen_dedup_index_body,
-							   &written, &result))
+							   &pass, &result))
 		return false;
-	return written > 0;
+
+	/* a full pass counts once it has read everything (its since moved) */
+	if (full && pass.since != DT_NOBEGIN)
+		queen_index_full_at = now;
+	if (!full || pass.since != DT_NOBEGIN)
+		queen_index_since = pass.since;
+	return pass.written > 0;
 }
