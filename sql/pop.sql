@@ -318,9 +318,10 @@ SELECT count(*) AS no_such_namespace FROM queen.pop_discover('nowhere');
 
 ------------------------------------------------------------------------------
 -- The wildcard's scan floor: idle partitions written before it are not read
--- (a partition only becomes pending again by a write); the periodic
--- recompute, a full scan at most every 30 seconds per group, finds anything
--- the floor hid
+-- (a partition only becomes pending again by a write, stamped no earlier
+-- than the floor); its recompute, at most every 30 seconds per group, reads
+-- the partitions written since the floor it replaces, and the whole queue
+-- only without one (a first contact, a seek)
 ------------------------------------------------------------------------------
 SELECT count(*) FROM queen.push((SELECT jsonb_agg(jsonb_build_object('queue', 'pop.floor', 'partition', 'p' || i,
        'payload', i)) FROM generate_series(0, 3) i));
@@ -332,16 +333,22 @@ SELECT count(*) FROM queen.pop('pop.floor', batch => 100, max_partitions => 0, a
 SELECT consumer_group, last_empty_scan_at > now() - interval '1 minute' AS floor_is_recent,
        updated_at > now() - interval '1 minute' AS recomputed
   FROM queen.consumer_watermarks WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'pop.floor');
--- p0 pending behind the floor's back, last written an hour ago: not read
+-- p0 pending behind the floor's back (only a seek could do that, and a seek
+-- drops the floor), last written an hour ago: not read
 UPDATE queen.log_partitions SET last_write_at = now() - interval '1 hour' WHERE id = qtest.pid('pop.floor', 'p0');
 UPDATE queen.log_consumers SET committed = -1 WHERE partition_id = qtest.pid('pop.floor', 'p0');
 SELECT count(*) AS hidden_by_floor FROM queen.pop('pop.floor', batch => 100, max_partitions => 0, auto_ack => true);
 -- a write after the floor is seen at once
 SELECT count(*) FROM queen.push('pop.floor', '10', 'p1');
 SELECT partition, "offset", payload FROM queen.pop('pop.floor', batch => 100, max_partitions => 0, auto_ack => true);
--- the recompute, once due, lowers the floor to p0's last write
+-- nor by the recompute once due: it reads what was written since the floor
 UPDATE queen.consumer_watermarks SET updated_at = now() - interval '1 minute'
  WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'pop.floor');
+SELECT count(*) AS recompute_reads_since_floor FROM queen.pop('pop.floor', batch => 100, max_partitions => 0, auto_ack => true);
+SELECT updated_at > now() - interval '1 minute' AS recomputed
+  FROM queen.consumer_watermarks WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'pop.floor');
+-- without a floor, as a seek leaves the group, the recompute reads the whole queue
+DELETE FROM queen.consumer_watermarks WHERE queue_id = (SELECT id FROM queen.queues WHERE name = 'pop.floor');
 SELECT partition, "offset", payload FROM queen.pop('pop.floor', batch => 100, max_partitions => 0, auto_ack => true);
 -- floors go with their queue
 SELECT count(*) AS floors_before FROM queen.consumer_watermarks \gset

@@ -17,11 +17,15 @@
  * before it had nothing pending and no lease for the group when the floor
  * was computed, and a partition only becomes pending again by a write (a
  * nack or a lease expiry needs a lease, and leased partitions hold the
- * floor down), which moves its last_write_at past the floor.  So a pop reads
- * the partitions written since (idx_log_partitions_queue_write), not the
- * queue.  The floor is recomputed by a full scan at most every 30 seconds
- * per group, by one pop at a time (a try-advisory lock): that scan also
- * catches a push whose transaction committed long after it wrote.
+ * floor down), which stamps its last_write_at at its own time or up to a
+ * quantum earlier, not before the floor's computation.  So a pop reads the
+ * partitions written since, with a slack (idx_log_partitions_queue_write),
+ * not the queue.  The floor is recomputed at most every 30 seconds per
+ * group, by one pop at a time (a try-advisory lock), from the partitions
+ * stamped since the floor it replaces, and never later than the write
+ * horizon (write_horizon.c): a push whose transaction commits long after
+ * it wrote holds the floor below its stamp until it commits, so neither
+ * the pops nor the next recompute miss it.
  *
  * First contact never waits: the subscription row is inserted under a
  * try-advisory lock per (queue, group), and the transaction that created
@@ -35,9 +39,11 @@
 #include "postgres.h"
 
 #include "claim_int.h"
+#include "log_write.h"
 #include "spi.h"
 
 #include "catalog/pg_type.h"
+#include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
 #include "utils/memutils.h"
@@ -131,29 +137,31 @@ static const QueenClaimStatement queen_scan_statements[SCAN_NPLANS] =
 	2, {UUIDOID, TEXTOID}},
 
 	/*
-	 * The floor: the oldest last write among partitions with something
-	 * pending or a lease (live or expired) for the group; now if none.
-	 * Planned for each call, so a small queue beside a big one is read
-	 * through its index rather than by a scan of every queue's partitions.
+	 * The floor: the oldest last write among partitions stamped at or after
+	 * $4 with something pending or a lease (live or expired) for the group;
+	 * no later than $5, the write horizon (now if none).  Planned for each
+	 * call, so a small queue beside a big one, or the partitions written
+	 * since the last floor, are read through the index rather than by a
+	 * scan of every partition.
 	 */
+#define QUEEN_FLOOR_SELECT \
+		" SELECT LEAST(COALESCE(min(p.last_write_at), $3), $3, $5)" \
+		"   FROM queen.log_partitions p" \
+		"   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2" \
+		"  WHERE p.queue_id = $1 AND p.last_write_at >= $4" \
+		"    AND (" QUEEN_PENDING_EXPR " OR c.batch_end IS NOT NULL)"
 	[SCAN_FLOOR_RECOMPUTE] = {
 		"INSERT INTO queen.consumer_watermarks AS w"
 		"       (queue_id, consumer_group, last_empty_scan_at, updated_at)"
-		" SELECT $1, $2, LEAST(COALESCE(min(p.last_write_at), $3), $3), $3"
-		"   FROM queen.log_partitions p"
-		"   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2"
-		"  WHERE p.queue_id = $1 AND (" QUEEN_PENDING_EXPR " OR c.batch_end IS NOT NULL)"
+		" SELECT $1, $2, f.floor, $3 FROM (" QUEEN_FLOOR_SELECT ") f(floor)"
 		" ON CONFLICT (queue_id, consumer_group) DO UPDATE"
 		"   SET last_empty_scan_at = EXCLUDED.last_empty_scan_at, updated_at = EXCLUDED.updated_at"
 		" RETURNING w.last_empty_scan_at",
-	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}, true},
+	5, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, true},
 	/* the same floor for a waiting pop's try, which must not write (wait.c) */
 	[SCAN_FLOOR_COMPUTE] = {
-		"SELECT LEAST(COALESCE(min(p.last_write_at), $3), $3)"
-		"   FROM queen.log_partitions p"
-		"   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2"
-		"  WHERE p.queue_id = $1 AND (" QUEEN_PENDING_EXPR " OR c.batch_end IS NOT NULL)",
-	3, {UUIDOID, TEXTOID, TIMESTAMPTZOID}, true},
+		QUEEN_FLOOR_SELECT,
+	5, {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}, true},
 
 	/*
 	 * Pending partitions written since the floor (the oldest of the
@@ -326,6 +334,33 @@ queen_claim_floor_here(const pg_uuid_t *queue_id, const char *group, TimestampTz
 }
 
 /*
+ * A recompute's bounds ($4, $5 of the floor's statements): it reads the
+ * partitions stamped since the stored floor, less the slack (every pending
+ * one is: see the file's header), and caps the new floor at the write
+ * horizon (write_horizon.c), so that a write not yet committed is never
+ * left below it.  It reads the whole queue when there is no stored floor
+ * (a first contact, a seek) or no horizon.  Without a horizon for a while
+ * (a prepared transaction waits) the floor does not rise above the stored
+ * one, which was capped; without one ever (track_activities off) every
+ * recompute reads the whole queue and rises to what it sees, so a write
+ * committed long after it was made waits for the next.
+ */
+static void
+queen_claim_floor_bounds(TimestampTz stored, TimestampTz now, Datum *values)
+{
+	TimestampTz horizon = queen_write_horizon();
+	TimestampTz cap = now;
+
+	if (horizon != DT_NOBEGIN)
+		cap = Min(horizon, now);
+	else if (pgstat_track_activities && stored != DT_NOBEGIN)
+		cap = Min(stored, now);
+	values[3] = TimestampTzGetDatum(stored == DT_NOBEGIN || horizon == DT_NOBEGIN ?
+									DT_NOBEGIN : stored - QUEEN_FLOOR_SLACK_USECS);
+	values[4] = TimestampTzGetDatum(cap);
+}
+
+/*
  * The last write a partition of the queue needs for the group's wildcard
  * pop to consider it, slack included; recomputed if it is stale and no
  * other pop is recomputing it.
@@ -333,7 +368,7 @@ queen_claim_floor_here(const pg_uuid_t *queue_id, const char *group, TimestampTz
 static TimestampTz
 queen_claim_floor(QueenClaim *c, const pg_uuid_t *queue_id)
 {
-	Datum		values[3];
+	Datum		values[5];
 	TimestampTz floor = DT_NOBEGIN;
 	bool		fresh = false;
 	bool		isnull;
@@ -347,6 +382,8 @@ queen_claim_floor(QueenClaim *c, const pg_uuid_t *queue_id)
 		fresh = queen_get_timestamptz(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2) >=
 			c->now - QUEEN_FLOOR_RECHECK_USECS;
 	}
+	if (!fresh)
+		queen_claim_floor_bounds(floor, c->now, values);
 	if (!fresh && c->req->waiting)
 		floor = queen_claim_floor_here(queue_id, c->req->group, c->now, values);
 	else if (!fresh)

@@ -378,7 +378,9 @@ queen_runs_compact(const pg_uuid_t *pid, int min_hashes)
  * partition falls behind only by being written.  *since is then where the
  * next pass may start (write_horizon.c): unchanged when this one left a
  * partition behind (more than max_partitions, a run capped) or did not
- * run, since that partition may not be written again.
+ * run, since that partition may not be written again, and while there is
+ * no horizon (a prepared transaction waits: its write is as old as the
+ * last horizon at most).
  */
 int64
 queen_dedup_runs_index(int min_hashes, int max_partitions, TimestampTz *since)
@@ -434,7 +436,7 @@ queen_dedup_runs_index(int min_hashes, int max_partitions, TimestampTz *since)
 	}
 	MemoryContextDelete(cxt);
 	SPI_finish();
-	if (n < (uint64) max_partitions && !capped)
+	if (n < (uint64) max_partitions && !capped && horizon != DT_NOBEGIN)
 		*since = horizon;
 	return written;
 }

@@ -17,13 +17,12 @@
  * the horizon before its statement and next time reads the partitions
  * stamped at or after it misses no write.
  *
- * Two kinds of writer are not seen: a prepared (two-phase) transaction,
- * which has no backend, and any when track_activities is off (no start
- * times) or when this transaction reads through a snapshot older than the
- * call (repeatable read).  The latter two answer DT_NOBEGIN (read
- * everything); for the former every reader also reads everything now and
- * then.  Indexing or scanning late only costs time; neither reader's
- * answers depend on it beyond that.
+ * It cannot be told while a prepared (two-phase) transaction of this
+ * database waits (it has no backend, and its start is not kept), when
+ * track_activities is off (no start times), or when this transaction reads
+ * through a snapshot older than the call (repeatable read): the answer is
+ * then DT_NOBEGIN, and the readers read everything, as they would without
+ * a horizon.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,15 +31,31 @@
 #include "log_write_int.h"
 
 #include "access/transam.h"
+#include "access/twophase.h"
 #include "access/xact.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/backend_status.h"
 #include "utils/timestamp.h"
 
+/* Whether a prepared transaction of this database waits for its COMMIT PREPARED. */
+static bool
+queen_prepared_here(void)
+{
+	bool		isnull;
+
+	if (max_prepared_xacts == 0)
+		return false;
+	if (SPI_execute("SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_xacts"
+					" WHERE database = pg_catalog.current_database())", true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "queen: could not read the prepared transactions");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
 /*
  * queen_write_horizon: the earliest last_write_at a write not visible to
  * the next statement's snapshot can have left, or DT_NOBEGIN when that
- * cannot be told.
+ * cannot be told.  Must be called between SPI_connect and SPI_finish.
  */
 TimestampTz
 queen_write_horizon(void)
@@ -49,7 +64,7 @@ queen_write_horizon(void)
 	int			n;
 	int			i;
 
-	if (!pgstat_track_activities || IsolationUsesXactSnapshot())
+	if (!pgstat_track_activities || IsolationUsesXactSnapshot() || queen_prepared_here())
 		return DT_NOBEGIN;
 
 	/* before the backends are read: a transaction they miss started later */

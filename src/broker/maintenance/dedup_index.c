@@ -60,19 +60,19 @@ queen_dedup_index_pass(void)
 	QueenIndexPass pass;
 	TimestampTz now = GetCurrentTimestamp();
 	bool		full = now - queen_index_full_at >= QUEEN_INDEX_FULL_USECS;
+	TimestampTz from = full ? DT_NOBEGIN : queen_index_since;
 
 	if (queen_dedup_index_min_hashes <= 0)
 		return false;
-	pass.since = full ? DT_NOBEGIN : queen_index_since;
+	pass.since = from;
 	pass.written = 0;
 	if (!queen_worker_transact("dedup index", "maintenance", queen_dedup_index_body,
 							   &pass, &result))
 		return false;
-
-	/* a full pass counts once it has read everything (its since moved) */
-	if (full && pass.since != DT_NOBEGIN)
+	if (full)
 		queen_index_full_at = now;
-	if (!full || pass.since != DT_NOBEGIN)
+	/* moved only by a pass that left nothing behind (queen_dedup_runs_index) */
+	if (pass.since != from)
 		queen_index_since = pass.since;
 	return pass.written > 0;
 }
