@@ -43,9 +43,10 @@ PG_CPPFLAGS = -isystem $(INCLUDEDIR_SERVER) -I$(srcdir)/src/core
 PG_CFLAGS = -Wall -Wextra
 
 # make SANITIZE=undefined (or address,undefined): queen.so built with those
-# sanitizers (scripts/sanitize).  The server is not rebuilt: UBSan's runtime
-# is an ordinary library queen.so loads; ASan's must be preloaded into the
-# server, which scripts/sanitize explains.
+# sanitizers (scripts/sanitize).  UBSan's runtime is an ordinary library
+# queen.so loads into Debian's server; ASan's must be the server's own, so
+# address takes a PostgreSQL built with it (scripts/build-asan-pg), named by
+# PG_CONFIG, which scripts/sanitize explains.
 ifdef SANITIZE
 PG_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 SHLIB_LINK += -fsanitize=$(SANITIZE)
