@@ -37,6 +37,13 @@ $ENV{PG_REGRESS_SOCK_DIR} = $PostgreSQL::Test::Cluster::test_pghost;
 $ENV{PGHOST} = $PostgreSQL::Test::Cluster::test_pghost;
 my ($pgbin) = grep { -x "$_/pg_ctl" } split /:/, $ENV{PATH};
 die 'pg_ctl not on PATH' unless $pgbin;
+# pg_auto_failover's extension (and pg_stat_statements, preloaded below) is
+# Debian's, in Debian's PostgreSQL: another installation, as the ASan build
+# of scripts/build-asan-pg that QUEEN_PG_CONFIG names, has none
+my $sharedir = `$pgbin/pg_config --sharedir`;
+chomp $sharedir;
+plan skip_all => "pg_auto_failover's extension is not in $sharedir/extension"
+  unless -e "$sharedir/extension/pgautofailover.control";
 
 my $monitor = PostgreSQL::Test::Cluster->new('monitor');
 my @nodes = map { PostgreSQL::Test::Cluster->new("node$_") } 1, 2;
