@@ -103,7 +103,7 @@ static HTAB *queen_drain_files = NULL;	/* QueenDrainFile by name */
 #define QUEEN_RETENTION_DUE_CAP		1000
 #define QUEEN_RETENTION_MAX_ROWS	1000
 
-/* A stats refresh waits at least this many times as long as the last took. */
+/* A stats refresh or lag sample waits at least this many times as long as the last took. */
 #define QUEEN_STATS_SPACING			4
 
 typedef struct QueenRetentionPass
@@ -259,26 +259,36 @@ queen_stats_refresh(void)
 									 NULL, &result);
 }
 
+/* The consumer lag for /metrics (lag.c), off the shards' path. */
+static void
+queen_lag_refresh(void)
+{
+	if (queen_worker_extension_present())
+		queen_lag_sample();
+}
+
 /*
- * A stats refresh when *next is reached.  A refresh reads every partition
- * and cursor row (16 s at a million partitions, bench/million), so the next
- * one waits at least QUEEN_STATS_SPACING times as long as this one took:
- * the refresh then has at most a fifth of this worker and of a core, and
- * retention and the lag sample keep their turns.  statsAge tells clients
- * how old the numbers are.
+ * run() every interval_s, from when *next is reached.  The stats refresh
+ * reads every partition and cursor row (16 s at a million partitions,
+ * bench/million), and the lag sample's view every partition and cursor of
+ * the queues consumers touched (10 s there), so the next run waits at least
+ * QUEEN_STATS_SPACING times as long as this one took: each then has at
+ * most a fifth of this worker and of a core, and retention, the indexer
+ * and the other keep their turns.  statsAge and
+ * queen_consumer_lag_age_seconds tell how old the numbers are.
  */
 static void
-queen_stats_when_due(TimestampTz now, TimestampTz *next)
+queen_spaced_when_due(TimestampTz *next, int interval_s, void (*run) (void))
 {
+	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz took;
 
-	if (queen_stats_interval_s <= 0 || now < *next)
+	if (interval_s <= 0 || start < *next)
 		return;
-	queen_stats_refresh();
-	took = GetCurrentTimestamp() - now;
-	*next = now + took +
-		Max((TimestampTz) queen_stats_interval_s * USECS_PER_SEC - took,
-			QUEEN_STATS_SPACING * took);
+	run();
+	took = GetCurrentTimestamp() - start;
+	*next = start + took +
+		Max((TimestampTz) interval_s * USECS_PER_SEC - took, QUEEN_STATS_SPACING * took);
 }
 
 /* Refresh the gauges; returns the finished files, oldest first. */
@@ -452,7 +462,7 @@ queen_maintenance_main(Datum arg)
 {
 	QueenWorkerSlot *slot;
 	TimestampTz closing_since = 0;
-	TimestampTz last_lag = 0;
+	TimestampTz next_lag = 0;
 	TimestampTz last_index = 0;
 	TimestampTz last_retention = 0;
 	TimestampTz next_stats = 0;
@@ -517,16 +527,8 @@ queen_maintenance_main(Datum arg)
 		}
 
 		/* the stats tables the overview routes read (admin.c), before the lag sample reads them */
-		queen_stats_when_due(now, &next_stats);
-
-		/* the consumer lag for /metrics (lag.c), off the shards' path */
-		if (queen_consumer_lag_interval_s > 0 &&
-			TimestampDifferenceExceeds(last_lag, now, queen_consumer_lag_interval_s * 1000))
-		{
-			last_lag = now;
-			if (queen_worker_extension_present())
-				queen_lag_sample();
-		}
+		queen_spaced_when_due(&next_stats, queen_stats_interval_s, queen_stats_refresh);
+		queen_spaced_when_due(&next_lag, queen_consumer_lag_interval_s, queen_lag_refresh);
 
 		/* dedup runs (dedup_index.c): again at once while there is a backlog */
 		if (TimestampDifferenceExceeds(last_index, now, 1000) || index_behind)
