@@ -11,8 +11,9 @@
  *
  * A pass reads only the partitions written since the last complete one
  * (queen_dedup_runs_index's since), so a million idle partitions cost
- * nothing each second; every QUEEN_INDEX_FULL_USECS a pass reads them all,
- * for the writers the horizon cannot see (a prepared transaction).
+ * nothing each second.  Every QUEEN_INDEX_FULL_USECS a pass reads them all
+ * anyway: indexing late never changes an answer, only slows probes, and
+ * the full pass bounds how late anything the horizon missed is indexed.
  *
  *-------------------------------------------------------------------------
  */
