@@ -271,6 +271,43 @@ while (time < $quiet_until)
 is($again, 0, 'no refresh for the next 6 s: a 3 s refresh is followed by 12 s of rest');
 ok(wait_for(sub { refreshed_at() ne $slow }, 60), 'then the refreshes go on');
 
+# ---- a slow lag sample spaces the next, as a slow refresh does ---------------
+# With the refresh off, an application holds the cursors' table for 3 s: the
+# worker's lag sample waits behind it, and the next one waits four times as
+# long (12 s) though queen.consumer_lag_interval is 1 s.  Without the spacing
+# the sample's age would drop back within about a second.
+$node->append_conf('postgresql.conf', "queen.stats_interval = 0\n");
+$node->reload;
+sub lag_age
+{
+	my (undef, $t) = http_request($port, 'GET', '/metrics/prometheus');
+	return $t =~ /^queen_consumer_lag_age_seconds (\S+)$/m ? $1 : -1;
+}
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN; LOCK TABLE queen.log_consumers IN ACCESS EXCLUSIVE MODE');
+ok(wait_for(sub { sql(q{SELECT count(*) FROM pg_stat_activity
+	WHERE application_name = 'queen maintenance' AND query = 'queen: consumer lag'
+	  AND wait_event_type = 'Lock'}) eq '1' }, 30),
+	"the worker's lag sample waits for the application's lock");
+$held = time;
+sleep 1 while time - $held < 3;
+$locker->query_safe('COMMIT');
+$locker->quit;
+ok(wait_for(sub { my $a = lag_age(); $a >= 0 && $a < 1 }, 30), 'the sample ran once the lock was released');
+my ($last_age, $dropped) = (lag_age(), 0);
+$quiet_until = time + 6;
+while (time < $quiet_until)
+{
+	my $a = lag_age();
+	$dropped = 1 if $a < $last_age - 0.5;
+	$last_age = $a;
+	usleep(200_000);
+}
+is($dropped, 0, 'no sample for the next 6 s: a 3 s sample is followed by 12 s of rest');
+ok(wait_for(sub { lag_age() < $last_age - 0.5 }, 60), 'then the samples go on');
+$node->append_conf('postgresql.conf', "queen.stats_interval = 1\n");
+$node->reload;
+
 # The broker's sessions are a superuser's: an operator someone put in a
 # schema on the default search_path (public, here) never runs in them.
 sql(q{CREATE TABLE public.hijacked (who text);
