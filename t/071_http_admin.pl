@@ -261,14 +261,8 @@ $holder->query_safe('COMMIT');
 $holder->quit;
 ok(wait_for(sub { refreshed_at() ne $before }, 30), 'the refresh ran once the lock was released');
 my $slow = refreshed_at();
-my $quiet_until = time + 6;
-my $again = 0;
-while (time < $quiet_until)
-{
-	$again = 1 if refreshed_at() ne $slow;
-	usleep(200_000);
-}
-is($again, 0, 'no refresh for the next 6 s: a 3 s refresh is followed by 12 s of rest');
+is(changes_within(6, sub { refreshed_at() ne $slow }), 0,
+	'no refresh for the next 6 s: a 3 s refresh is followed by 12 s of rest');
 ok(wait_for(sub { refreshed_at() ne $slow }, 60), 'then the refreshes go on');
 
 # ---- a slow lag sample spaces the next, as a slow refresh does ---------------
@@ -294,16 +288,14 @@ sleep 1 while time - $held < 3;
 $locker->query_safe('COMMIT');
 $locker->quit;
 ok(wait_for(sub { my $a = lag_age(); $a >= 0 && $a < 1 }, 30), 'the sample ran once the lock was released');
-my ($last_age, $dropped) = (lag_age(), 0);
-$quiet_until = time + 6;
-while (time < $quiet_until)
-{
-	my $a = lag_age();
-	$dropped = 1 if $a < $last_age - 0.5;
-	$last_age = $a;
-	usleep(200_000);
-}
-is($dropped, 0, 'no sample for the next 6 s: a 3 s sample is followed by 12 s of rest');
+my $last_age = lag_age();
+is( changes_within(6, sub {
+			my $a = lag_age();
+			my $dropped = $a < $last_age - 0.5;
+			$last_age = $a;
+			return $dropped;
+		}),
+	0, 'no sample for the next 6 s: a 3 s sample is followed by 12 s of rest');
 ok(wait_for(sub { lag_age() < $last_age - 0.5 }, 60), 'then the samples go on');
 $node->append_conf('postgresql.conf', "queen.stats_interval = 1\n");
 $node->reload;
@@ -324,6 +316,19 @@ sql('DROP OPERATOR public.= (varchar, text); DROP FUNCTION public.vt_eq(varchar,
 is(scalar(grep { !/was terminated by signal 9/ } log_crashes($node)), 0, 'no worker crashed but the one killed');
 $node->stop;
 done_testing();
+
+# 1 if $changed returns true at a look within $seconds (one every 200 ms), else 0
+sub changes_within
+{
+	my ($seconds, $changed) = @_;
+	my $until = time + $seconds;
+	while (time < $until)
+	{
+		return 1 if $changed->();
+		usleep(200_000);
+	}
+	return 0;
+}
 
 # /metrics after the maintenance worker's next sample (the consumer lag
 # interval's), polled: the queues' families come from the stats tables.
