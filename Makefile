@@ -9,7 +9,7 @@ MODULE_big = queen
 # concern, in file-name order; schema/upgrade/ holds the scripts of earlier
 # versions as they shipped and the steps between versions (ALTER EXTENSION
 # queen UPDATE), which t/095_upgrade.pl runs on rows the old code wrote
-DATA_built = queen--1.1.sql
+DATA_built = queen--1.2.sql
 DATA = $(sort $(wildcard schema/upgrade/*.sql))
 PGFILEDESC = "queen - partitioned, ordered, durable message queue"
 
@@ -52,7 +52,7 @@ PG_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 SHLIB_LINK += -fsanitize=$(SANITIZE)
 endif
 
-REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read pop tenants rollback privileges failure_modes big_transaction untrusted_segments ack consume_tx consume_limits consume_sql replan dedup_runs streams retention admin encryption roles
+REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read pop tenants rollback privileges failure_modes big_transaction untrusted_segments ack consume_tx consume_limits consume_sql replan dedup_runs streams retention admin stats encryption roles
 REGRESS_OPTS = --load-extension=queen --load-extension=queen_test
 TAP_TESTS = 1
 ISOLATION = concurrent_push concurrent_provision statement_timeout dedup_cache delete_race created_at_order push_deadlock pop_consumers pop_lease_expiry pop_push_race ack_redelivery runs_race prelock_race pop_wait txn_lease_expiry retention_push pop_floor_horizon
@@ -62,7 +62,7 @@ include $(PGXS)
 
 src/broker/%.o src/broker/%.bc: override CPPFLAGS += -I$(srcdir)/src/broker
 
-queen--1.1.sql: $(sort $(wildcard $(srcdir)/schema/*.sql))
+queen--1.2.sql: $(sort $(wildcard $(srcdir)/schema/*.sql))
 	cat $^ > $@
 
 # Every object depends on every header: few enough that precision is not
@@ -71,7 +71,7 @@ QUEEN_HEADERS = $(wildcard src/*/*.h src/broker/*/*.h)
 $(OBJS): $(QUEEN_HEADERS)
 
 # The test-only extension (test/): declarations of internal functions of
-# queen.so that only the regression tests call, so that queen--1.1.sql,
+# queen.so that only the regression tests call, so that queen--1.2.sql,
 # what a production database runs, has none.  scripts/test installs it;
 # make install does not.  make installcheck needs it: make install-test.
 install-test:

@@ -1,8 +1,8 @@
 /*
- * queen--1.1.sql: the storage schema and the SQL surface of Queen for PostgreSQL,
+ * queen--1.2.sql: the storage schema and the SQL surface of Queen for PostgreSQL,
  * made by the Makefile from the .sql files under schema/, in order (this part:
  * the tables).  A change here is a new version: schema/upgrade/ gets the step
- * from the last one (queen--1.0--1.1.sql), and t/095_upgrade.pl checks that
+ * from the last one (queen--1.1--1.2.sql), and t/095_upgrade.pl checks that
  * it leaves a database as this script does.
  *
  * Tables follow docs/ARCHITECTURE.md ("Storage"); every function on the push and

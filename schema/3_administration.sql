@@ -67,6 +67,76 @@ CREATE TABLE queen.group_stats (
 	PRIMARY KEY (queue_id, consumer_group)
 );
 
+-- The incremental refresh's memory (queen.stats_refresh below): what each
+-- partition and cursor counted for when a refresh last read it, so that
+-- the next adds only differences and reads only the partitions that may
+-- have changed: those stamped since its last write horizon (a push
+-- stamps last_write_at), those marked in queen.stats_marks by the paths
+-- that change a partition's or cursor's figures without stamping it
+-- (retention, a cursor's creation, seeks, subscriptions, deletions), and
+-- those still live: something pending or leased, whose figures move with
+-- acks, leases and time.  An idle, fully consumed partition is read by no
+-- refresh until it is written or marked again.  No foreign keys, as for
+-- the stats tables: a partition's or queue's deletion marks it instead.
+CREATE TABLE queen.stats_partitions (
+	partition_id	uuid PRIMARY KEY,
+	queue_id		uuid NOT NULL,
+	last_offset		bigint NOT NULL,
+	log_start		bigint NOT NULL,
+	live			boolean NOT NULL
+);
+CREATE INDEX idx_stats_partitions_queue ON queen.stats_partitions (queue_id);
+CREATE INDEX idx_stats_partitions_live ON queen.stats_partitions (queue_id) WHERE live;
+
+-- a cursor's counted figures, for the groups its queue's totals keep
+CREATE TABLE queen.stats_cursors (
+	partition_id	uuid NOT NULL,
+	consumer_group	text NOT NULL,
+	queue_id		uuid NOT NULL,
+	consumed		bigint NOT NULL,
+	PRIMARY KEY (partition_id, consumer_group)
+);
+CREATE INDEX idx_stats_cursors_queue ON queen.stats_cursors (queue_id, consumer_group);
+
+-- The sums of the two above: per queue (consumer_group ''), and per
+-- (queue, group) for the groups the queue's figures are kept for, as
+-- queen.consumer_lag lists them (queue mode when none).
+CREATE TABLE queen.stats_totals (
+	queue_id		uuid NOT NULL,
+	consumer_group	text NOT NULL,
+	partitions		bigint NOT NULL,	-- the queue's; the group's cursors
+	messages		bigint NOT NULL,	-- retained now (the queue's row)
+	pushed			bigint NOT NULL,	-- offsets handed out (the queue's row)
+	consumed		bigint NOT NULL,	-- the group's cursors' total_consumed
+	PRIMARY KEY (queue_id, consumer_group)
+);
+
+-- A change the next refresh must read: a partition (queue_id may be NULL),
+-- or a whole queue (partition_id NULL: its groups changed).  Written in
+-- the changing transaction, removed by the refresh that reads it; without
+-- refreshes they pile up, a row per retention step and per new cursor.
+CREATE TABLE queen.stats_marks (
+	queue_id		uuid,
+	partition_id	uuid
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+
+-- The partitions and queues one refresh reads, emptied when it ends.
+CREATE TABLE queen.stats_work (
+	queue_id		uuid,
+	partition_id	uuid
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+
+-- since: the last refresh's write horizon (the next reads the partitions
+-- stamped at or after it; NULL: it counts every one); full_at: the last
+-- full pass (every partition counted again: the first, one asked for, one
+-- without a horizon, and one an hour after the last, so that a row written
+-- outside the core, which marks nothing, is counted within the hour).
+CREATE TABLE queen.stats_state (
+	id				integer PRIMARY KEY CHECK (id = 1),
+	since			timestamptz,
+	full_at			timestamptz
+);
+
 -- A minute's figures per queue, kept by each refresh (the last in the
 -- minute wins): cumulative counts, so a minute's throughput is the
 -- difference with the bucket before.  A queue whose figures did not change
@@ -107,72 +177,16 @@ CREATE TABLE queen.broker_history (
 	counters	jsonb NOT NULL
 );
 
--- Recompute both tables, every tenant, and this minute's history; one
--- refresh at a time (the others wait).  JIT is off here and in the answers
--- below: compiling their plans cost more than running them (1.45 s against
--- 0.18 s for a refresh over 100,000 partitions).  Plain reads of the log's bookkeeping: no push or pop waits for it.
-CREATE FUNCTION queen.stats_refresh()
+-- Recompute both tables, every tenant, and this minute's history
+-- (src/core/stats_refresh.c): reads only the partitions that may have
+-- changed since the last refresh, every one on a full pass (full_pass, or
+-- an hour after the last).  JIT is off: compiling its plans cost more than
+-- running them.
+CREATE FUNCTION queen.stats_refresh(full_pass boolean DEFAULT false)
 RETURNS TABLE (queues bigint, groups bigint)
-LANGUAGE sql VOLATILE
-SET jit = off
-AS $$
-	SELECT pg_advisory_xact_lock(hashtext('queen.stats_refresh'));
-	DELETE FROM queen.queue_stats;
-	INSERT INTO queen.queue_stats
-	SELECT q.id, count(p.id), coalesce(sum(p.last_offset - p.log_start + 1), 0),
-		   coalesce(sum(p.last_offset + 1), 0),
-		   (SELECT count(*) FROM queen.log_dlq d JOIN queen.log_partitions p2
-				ON p2.id = d.partition_id WHERE p2.queue_id = q.id),
-		   min(p.oldest_live_at), max(p.last_write_at), now()
-	  FROM queen.queues q LEFT JOIN queen.log_partitions p ON p.queue_id = q.id
-	 GROUP BY q.id;
-	DELETE FROM queen.group_stats;
-	INSERT INTO queen.group_stats
-	SELECT q.id, l.consumer_group, coalesce(c.partitions, 0), l.partitions_pending,
-		   l.messages_pending, coalesce(c.leased, 0), coalesce(c.leases, 0),
-		   coalesce(c.consumed, 0), c.oldest_pending_at, m.subscription_mode,
-		   m.subscription_timestamp, now()
-	  FROM queen.consumer_lag l
-	  JOIN queen.queues q ON q.tenant_id = l.tenant_id AND q.name = l.queue
-	  LEFT JOIN LATERAL (
-		SELECT count(*) AS partitions, sum(x.leased) AS leased,
-			   count(*) FILTER (WHERE x.leased > 0) AS leases,
-			   sum(x.total_consumed) AS consumed, min(x.oldest_pending_at) AS oldest_pending_at
-		  FROM queen._consumer_group_partitions x
-		 WHERE x.queue_id = q.id AND x.consumer_group = l.consumer_group) c ON true
-	  LEFT JOIN queen.consumer_groups_metadata m
-		ON m.queue_id = q.id AND m.consumer_group = l.consumer_group
-	   AND m.partition_name = '' AND m.namespace IS NULL AND m.task IS NULL;
-	INSERT INTO queen.stats_history AS h
-	SELECT date_trunc('minute', now()), s.queue_id, s.pushed,
-		   coalesce(g.consumed, 0), s.messages, coalesce(g.pending, 0), coalesce(g.leased, 0),
-		   s.dead_letters, s.partitions, coalesce(g.max_lag, 0)
-	  FROM queen.queue_stats s
-	  LEFT JOIN LATERAL (
-		SELECT max(x.consumed) AS consumed, max(x.pending) AS pending, sum(x.leased) AS leased,
-			   max(extract(epoch FROM now() - x.oldest_pending_at))::bigint AS max_lag
-		  FROM queen.group_stats x WHERE x.queue_id = s.queue_id) g ON true
-	  LEFT JOIN LATERAL (
-		SELECT l.* FROM queen.stats_history l WHERE l.queue_id = s.queue_id
-		 ORDER BY l.bucket DESC LIMIT 1) l ON true
-	 WHERE l.queue_id IS NULL OR l.bucket = date_trunc('minute', now())
-		OR (l.pushed, l.consumed, l.messages, l.pending, l.leased, l.dead_letters, l.partitions)
-		   IS DISTINCT FROM (s.pushed, coalesce(g.consumed, 0), s.messages, coalesce(g.pending, 0),
-							 coalesce(g.leased, 0)::bigint, s.dead_letters, s.partitions)
-		OR (coalesce(g.pending, 0) > 0 AND l.max_lag_seconds <> coalesce(g.max_lag, 0))
-	ON CONFLICT (bucket, queue_id) DO UPDATE
-	   SET pushed = EXCLUDED.pushed, consumed = EXCLUDED.consumed, messages = EXCLUDED.messages,
-		   pending = EXCLUDED.pending, leased = EXCLUDED.leased,
-		   dead_letters = EXCLUDED.dead_letters, partitions = EXCLUDED.partitions,
-		   max_lag_seconds = EXCLUDED.max_lag_seconds;
-	DELETE FROM queen.stats_history
-	 WHERE bucket < now() - make_interval(days => coalesce(nullif(current_setting('queen.stats_history_days', true), '')::int, 7));
-	DELETE FROM queen.retention_history
-	 WHERE bucket < now() - make_interval(days => coalesce(nullif(current_setting('queen.stats_history_days', true), '')::int, 7));
-	DELETE FROM queen.broker_history
-	 WHERE bucket < now() - make_interval(days => coalesce(nullif(current_setting('queen.stats_history_days', true), '')::int, 7));
-	SELECT (SELECT count(*) FROM queen.queue_stats), (SELECT count(*) FROM queen.group_stats);
-$$;
+AS 'MODULE_PATHNAME', 'queen_stats_refresh_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1
+SET jit = off;
 
 -- Every tenant's queues as the last refresh saw them (the broker's routes
 -- read this with the request's tenant); queen.queues_overview is the

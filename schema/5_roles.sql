@@ -130,7 +130,7 @@ BEGIN
 		['queen.dlq_forget(uuid,text)', 'queen_admin', 'definer'],
 		['queen.retention_run(integer,integer)', 'queen_admin', 'definer'],
 		['queen.dedup_index(integer,integer)', 'queen_admin', 'definer'],
-		['queen.stats_refresh()', 'queen_admin', 'definer']];
+		['queen.stats_refresh(boolean)', 'queen_admin', 'definer']];
 
 	SELECT pg_catalog.string_agg(p.oid::pg_catalog.regprocedure::text, ', ') INTO missing
 	  FROM pg_catalog.pg_proc p

@@ -83,6 +83,12 @@ typedef struct QueenQueueStatRow
 extern void queen_broker_history_record(const char *counters_json);
 extern int	queen_queue_stats_top(int limit, QueenQueueStatRow **rows, TimestampTz *refreshed_at);
 
+/* stats_refresh.c: the figures' refresh, and the marks that keep it incremental */
+extern void queen_stats_refresh_run(bool full, int64 *queues, int64 *groups);
+extern void queen_stats_mark(const pg_uuid_t *queue, const pg_uuid_t *partition);
+extern void queen_stats_mark_group(const pg_uuid_t *tenant, const char *group,
+								   const char *queue);
+
 /* admin_write.c */
 typedef struct QueenReplay
 {

@@ -232,6 +232,8 @@ queen_seek(const pg_uuid_t *tenant, const char *queue, const char *partition,
 	values[1] = values[2];
 	queen_stmt_run(&queen_admin_write_stmts[QUEEN_AW_SEEK_FLOOR], values, NULL, false,
 				   SPI_OK_DELETE, "seek floor");
+	/* the group's cursors moved, nothing stamped: its figures counted again */
+	queen_stats_mark(&queue_id, NULL);
 	SPI_finish();
 	/* parked pops of the group try again (a rewind made messages pending) */
 	queen_wait_mark(tenant, queue, strlen(queue));
@@ -258,6 +260,7 @@ queen_group_subscription(const pg_uuid_t *tenant, const char *group, TimestampTz
 					   SPI_OK_UPDATE, "subscription update");
 	queen_stmt_run(&queen_admin_write_stmts[QUEEN_AW_SUBSCRIPTION_FLOOR], values, NULL, false,
 				   SPI_OK_DELETE, "subscription floor");
+	queen_stats_mark_group(tenant, group, NULL);
 	SPI_finish();
 	return n;
 }

@@ -38,6 +38,7 @@
  */
 #include "postgres.h"
 
+#include "admin.h"
 #include "claim_int.h"
 #include "log_write.h"
 #include "spi.h"
@@ -265,7 +266,8 @@ queen_claim_subscription(QueenClaim *c, const pg_uuid_t *queue_id,
 			seed[0] = UUIDPGetDatum(queue_id);
 			seed[1] = values[1];
 			seed[2] = values[4];
-			queen_scan_run(SCAN_SEED_QUEUE, seed, NULL, SPI_OK_INSERT);
+			if (queen_scan_run(SCAN_SEED_QUEUE, seed, NULL, SPI_OK_INSERT) > 0)
+				queen_stats_mark(queue_id, NULL);
 			return true;
 		}
 	}
@@ -282,7 +284,9 @@ queen_claim_first_contact(const pg_uuid_t *pid, const char *group,
 	values[0] = UUIDPGetDatum(pid);
 	values[1] = CStringGetTextDatum(group);
 	values[2] = TimestampTzGetDatum(sub_from);
-	queen_scan_run(SCAN_SEED_PARTITION, values, NULL, SPI_OK_INSERT);
+	/* a cursor counts in its group's figures, and no push stamped the partition */
+	if (queen_scan_run(SCAN_SEED_PARTITION, values, NULL, SPI_OK_INSERT) > 0)
+		queen_stats_mark(NULL, pid);
 }
 
 /* Create the queue a named group pops before its first push. */

@@ -33,6 +33,7 @@
  */
 #include "postgres.h"
 
+#include "admin.h"
 #include "configure_parse.h"
 #include "dedup_cache.h"
 #include "dedup_runs.h"
@@ -548,6 +549,8 @@ queen_delete_queue(const pg_uuid_t *tenant, const char *queue, bool *existed,
 		queen_cfg_exec(QUEEN_CFG_DEL_RUNS, values, NULL, SPI_OK_DELETE);
 		queen_cfg_exec(QUEEN_CFG_DEL_DLQ, values, NULL, SPI_OK_DELETE);
 		queen_cfg_exec(QUEEN_CFG_DEL_QUEUE, values, NULL, SPI_OK_DELETE);
+		/* its figures' rows go at the next refresh */
+		queen_stats_mark(&qid, NULL);
 		/* later pushes in this transaction must not trust the rows they held */
 		queen_dedup_own_unlock_all();
 	}

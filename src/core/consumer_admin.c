@@ -20,6 +20,7 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "admin.h"
 #include "validate.h"
 #include "codec.h"
 #include "crypto.h"
@@ -104,6 +105,8 @@ queen_delete_consumer_group(const pg_uuid_t *tenant, const char *group,
 		queen_check_queue_name(queue, strlen(queue));
 
 	queen_spi_connect();
+	/* the queues whose figures keep the group count theirs again */
+	queen_stats_mark_group(tenant, group, queue);
 	values[0] = UUIDPGetDatum(tenant);
 	values[1] = CStringGetTextDatum(group);
 	values[2] = queue != NULL ? CStringGetTextDatum(queue) : (Datum) 0;
@@ -187,9 +190,12 @@ queen_dlq_list(const QueenDlqFilter *filter, QueenDlqEntry **entries, int *nentr
 static SPIPlanPtr queen_lag_plan = NULL;
 
 /*
- * The (queue, consumer group) pairs that lag most, from queen.consumer_lag,
- * most messages pending first: up to limit + 1 rows, so the caller can
- * tell that there were more.  In the caller's transaction and memory.
+ * The (queue, consumer group) pairs that lag most, as queen.consumer_lag
+ * counts them, most messages pending first: up to limit + 1 rows, so the
+ * caller can tell that there were more.  Read from queen.group_stats after
+ * a refresh of the figures (stats_refresh.c), which reads only what
+ * changed: the view itself reads every partition and cursor.  In the
+ * caller's transaction and memory.
  */
 int
 queen_consumer_lag_top(int limit, QueenLagRow **rows)
@@ -198,14 +204,17 @@ queen_consumer_lag_top(int limit, QueenLagRow **rows)
 	Oid			types[1] = {INT8OID};
 	Datum		values[1];
 	uint64		r;
+	int64		queues;
+	int64		groups;
 	int			n;
 
+	queen_stats_refresh_run(false, &queues, &groups);
 	queen_spi_connect();
 	values[0] = Int64GetDatum((int64) limit + 1);
 	queen_exec(queen_plan_once(&queen_lag_plan,
-							   "SELECT tenant_id, queue, consumer_group, partitions_pending, messages_pending"
-							   "  FROM queen.consumer_lag"
-							   " ORDER BY messages_pending DESC, queue, consumer_group"
+							   "SELECT q.tenant_id, q.name, g.consumer_group, g.partitions_pending, g.pending"
+							   "  FROM queen.group_stats g JOIN queen.queues q ON q.id = g.queue_id"
+							   " ORDER BY g.pending DESC, q.name, g.consumer_group"
 							   " LIMIT $1",
 							   1, types, false),
 			   values, SPI_OK_SELECT, "sampling the consumer lag");

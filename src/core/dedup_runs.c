@@ -59,7 +59,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-/* log_dedup's columns, as queen--1.1.sql creates them */
+/* log_dedup's columns, as queen--1.2.sql creates them */
 #define RUNS_ATT_END		2
 #define RUNS_ATT_KEY_LO		3
 #define RUNS_ATT_START		4

@@ -45,12 +45,12 @@ typedef struct QueenRowTable
 	bool		checks;			/* a constraint the write path does not ensure */
 } QueenRowTable;
 
-/* log_segments's columns, as queen--1.1.sql creates them, in its order */
+/* log_segments's columns, as queen--1.2.sql creates them, in its order */
 #define SEGMENT_NCOLUMNS 6
 static const char *const queen_segment_columns[SEGMENT_NCOLUMNS] =
 {"partition_id", "base_offset", "end_offset", "created_at", "blob", "hashes"};
 
-/* the CHECK constraints queen--1.1.sql makes, which the write path ensures */
+/* the CHECK constraints queen--1.2.sql makes, which the write path ensures */
 static const char *const queen_segment_checks[2] =
 {"log_segments_range_check", "log_segments_stride_check"};
 static const char *const queen_partition_check = "log_partitions_name_check";
@@ -105,7 +105,7 @@ queen_rows_refuse_bypass(Relation rel)
 
 /*
  * Whether a write to rel must check the table's constraints: only when it
- * has a CHECK constraint other than queen--1.1.sql's own (own, n of them).  The
+ * has a CHECK constraint other than queen--1.2.sql's own (own, n of them).  The
  * write path ensures that one by construction (a segment's range from its
  * validated msg_count, the hash blob's stride validated against it, a
  * partition's name untouched by the allocator), and no column is written

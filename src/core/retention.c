@@ -32,6 +32,7 @@
 #include "postgres.h"
 
 #include "queen.h"
+#include "admin.h"
 #include "retention.h"
 #include "spi.h"
 #include "traces.h"
@@ -321,6 +322,9 @@ queen_retention_remove(const pg_uuid_t *partition, int max_rows, int delete_stmt
 	values[1] = Int64GetDatum(out->new_log_start);
 	queen_stmt_run(&queen_retention_stmts[advance_stmt], values, NULL, false, SPI_OK_UPDATE,
 				   "retention advance");
+	/* the messages retained changed, and no push stamped the partition */
+	if (advance_stmt == QUEEN_RT_ADVANCE)
+		queen_stats_mark(NULL, partition);
 	return more;
 }
 
@@ -524,6 +528,7 @@ queen_idle_partition_remove(const pg_uuid_t *partition, TimestampTz cutoff)
 				   SPI_OK_DELETE, "idle partition hashes");
 	queen_stmt_run(&queen_retention_stmts[QUEEN_RT_IDLE_DELETE], values, NULL, false,
 				   SPI_OK_DELETE, "idle partition removal");
+	queen_stats_mark(NULL, partition);
 	SPI_finish();
 	return true;
 }

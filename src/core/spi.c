@@ -220,7 +220,7 @@ queen_table_oid(const char *name)
 	return relid;
 }
 
-/* queen.<table> is not as this version's queen--1.1.sql creates it. */
+/* queen.<table> is not as this version's queen--1.2.sql creates it. */
 void
 queen_table_changed(const char *table)
 {

@@ -52,13 +52,13 @@
 #include "utils/relcache.h"
 #include "utils/snapmgr.h"
 
-/* The columns both tables share, as queen--1.1.sql creates them (log_rows.c checks) */
+/* The columns both tables share, as queen--1.2.sql creates them (log_rows.c checks) */
 #define TXNS_ATT_BASE		2
 #define TXNS_ATT_END		3
 #define TXNS_ATT_CREATED	4
 
 /*
- * The two tables, as queen--1.1.sql creates them: their column count, for
+ * The two tables, as queen--1.2.sql creates them: their column count, for
  * the layout check, is also the hashes' column, the last of each.
  */
 static const struct

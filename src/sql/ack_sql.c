@@ -17,7 +17,7 @@
  * transaction cannot commit past an ack that did nothing.
  *
  * A partition id may come as uuid or as text (the overloads of
- * queen--1.1.sql), so pasted ids and psql variables need no cast.
+ * queen--1.2.sql), so pasted ids and psql variables need no cast.
  *
  *-------------------------------------------------------------------------
  */

@@ -179,7 +179,7 @@ queen_delete_queue_v1(PG_FUNCTION_ARGS)
 
 /*
  * queen.current_tenant() -> uuid: the tenant the session's SQL door acts
- * for (queen.tenant), for the SQL-language readers of queen--1.1.sql.
+ * for (queen.tenant), for the SQL-language readers of queen--1.2.sql.
  */
 Datum
 queen_current_tenant_sql(PG_FUNCTION_ARGS)

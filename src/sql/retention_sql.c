@@ -14,12 +14,15 @@
  * (idle partitions removed), "dlq" and "traces" (rows removed, in
  * messages).  Call it often rather than with large limits, since every
  * partition it steps stays locked against pushes until the caller commits.
+ * queen.stats_refresh, the figures' refresh (stats_refresh.c), is the
+ * other piece of housekeeping such a DBA schedules.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "queen.h"
+#include "admin.h"
 #include "retention.h"
 
 #include "fmgr.h"
@@ -27,6 +30,7 @@
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(queen_retention_run_sql);
+PG_FUNCTION_INFO_V1(queen_stats_refresh_sql);
 
 /* One row of the result; queue and partition NULL for a batch phase. */
 static void
@@ -96,5 +100,23 @@ queen_retention_run_sql(PG_FUNCTION_ARGS)
 									step.messages, step.new_log_start);
 		}
 	}
+	return (Datum) 0;
+}
+
+/* queen.stats_refresh(full_pass) -> (queues, groups): the rows refreshed */
+Datum
+queen_stats_refresh_sql(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	int64		queues;
+	int64		groups;
+
+	InitMaterializedSRF(fcinfo, 0);
+	queen_stats_refresh_run(!PG_ARGISNULL(0) && PG_GETARG_BOOL(0), &queues, &groups);
+	values[0] = Int64GetDatum(queues);
+	values[1] = Int64GetDatum(groups);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }
