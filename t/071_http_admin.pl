@@ -247,7 +247,10 @@ is(sql('SELECT count(*) FROM queen.log_consumers WHERE committed < -1'), '0', 'n
 # An application holds the refresh's lock: the maintenance worker's refresh
 # waits behind it for 3 s, and the next one then waits four times as long
 # (12 s) though queen.stats_interval is 1 s.  Without the spacing it would
-# run again within about a second.
+# run again within about a second.  The lag sample, which refreshes the
+# figures before it reads them, is off meanwhile.
+$node->append_conf('postgresql.conf', "queen.consumer_lag_interval = 0\n");
+$node->reload;
 sub refreshed_at { return sql('SELECT max(refreshed_at) FROM queen.queue_stats'); }
 my $holder = $node->background_psql('postgres');
 $holder->query_safe("BEGIN; SELECT pg_advisory_xact_lock(hashtext('queen.stats_refresh'))");
@@ -270,7 +273,7 @@ ok(wait_for(sub { refreshed_at() ne $slow }, 60), 'then the refreshes go on');
 # worker's lag sample waits behind it, and the next one waits four times as
 # long (12 s) though queen.consumer_lag_interval is 1 s.  Without the spacing
 # the sample's age would drop back within about a second.
-$node->append_conf('postgresql.conf', "queen.stats_interval = 0\n");
+$node->append_conf('postgresql.conf', "queen.stats_interval = 0\nqueen.consumer_lag_interval = 1\n");
 $node->reload;
 sub lag_age
 {

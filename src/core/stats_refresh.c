@@ -263,7 +263,11 @@ static const QueenStatsStmt queen_stats_stmts[ST_COUNT_STEPS] = {
 	SPI_OK_UPDATE},
 	[ST_WORK_CLEAR] = {"DELETE FROM queen.stats_work", SPI_OK_DELETE},
 
-	/* per queue: the sums, and what one index probe each finds */
+	/*
+	 * Per queue: the sums, what one index probe each finds, and the dead
+	 * letters (a read of them all, by partition first, so that only the
+	 * partitions holding some are looked up).
+	 */
 	[ST_QUEUES] = {"DELETE FROM queen.queue_stats", SPI_OK_DELETE},
 	[ST_QUEUES_FILL] = {
 		"INSERT INTO queen.queue_stats"
@@ -274,7 +278,9 @@ static const QueenStatsStmt queen_stats_stmts[ST_COUNT_STEPS] = {
 		"        now()"
 		"   FROM queen.queues q"
 		"   LEFT JOIN queen.stats_totals t ON t.queue_id = q.id AND t.consumer_group = ''"
-		"   LEFT JOIN (SELECT p.queue_id, count(*) AS n FROM queen.log_dlq x"
+		"   LEFT JOIN (SELECT p.queue_id, sum(x.n)::bigint AS n"
+		"                FROM (SELECT partition_id, count(*) AS n FROM queen.log_dlq"
+		"                       GROUP BY partition_id) x"
 		"                JOIN queen.log_partitions p ON p.id = x.partition_id"
 		"               GROUP BY p.queue_id) d ON d.queue_id = q.id",
 	SPI_OK_INSERT},
