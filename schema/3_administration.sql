@@ -120,12 +120,6 @@ CREATE TABLE queen.stats_marks (
 	partition_id	uuid
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
 
--- The partitions and queues one refresh reads, emptied when it ends.
-CREATE TABLE queen.stats_work (
-	queue_id		uuid,
-	partition_id	uuid
-) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
-
 -- since: the last refresh's write horizon (the next reads the partitions
 -- stamped at or after it; NULL: it counts every one); full_at: the last
 -- full pass (every partition counted again: the first, one asked for, one

@@ -159,4 +159,4 @@ SELECT (SELECT count(*) FROM queen.stats_totals t
 SELECT * FROM pg_temp.drift();
 
 -- nothing left behind for the next refresh
-SELECT count(*) AS marks, (SELECT count(*) FROM queen.stats_work) AS work FROM queen.stats_marks;
+SELECT count(*) AS marks FROM queen.stats_marks;

@@ -64,12 +64,6 @@ CREATE TABLE queen.stats_marks (
 	partition_id	uuid
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
 
--- The partitions and queues one refresh reads, emptied when it ends.
-CREATE TABLE queen.stats_work (
-	queue_id		uuid,
-	partition_id	uuid
-) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
-
 -- since: the last refresh's write horizon (the next reads the partitions
 -- stamped at or after it; NULL: it counts every one); full_at: the last
 -- full pass (every partition counted again: the first, one asked for, one
@@ -100,4 +94,4 @@ GRANT EXECUTE ON FUNCTION queen.stats_refresh(boolean) TO queen_admin;
 ALTER FUNCTION queen.stats_refresh(boolean) SECURITY DEFINER
 	SET search_path = pg_catalog, queen, pg_temp;
 GRANT SELECT ON queen.stats_partitions, queen.stats_cursors, queen.stats_totals,
-	queen.stats_marks, queen.stats_work, queen.stats_state TO queen_reader;
+	queen.stats_marks, queen.stats_state TO queen_reader;

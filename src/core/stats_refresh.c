@@ -46,10 +46,13 @@
 #include "log_write.h"
 #include "spi.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datetime.h"
+#include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
 /* a full pass at the latest this long after the last */
@@ -74,23 +77,71 @@
 	"   ON m.queue_id = " queue " AND m.consumer_group = " group \
 	"  AND m.partition_name = '' AND m.namespace IS NULL AND m.task IS NULL"
 
-/* the queues a refresh counts again, whole */
+/* the queues a refresh counts again, whole: $4 */
 #define QUEEN_STATS_RECOUNT \
-	"WITH r AS (SELECT DISTINCT queue_id FROM queen.stats_work" \
-	"            WHERE partition_id IS NULL AND queue_id IS NOT NULL)"
+	"WITH r AS (SELECT unnest($4::uuid[]) AS queue_id)"
+
+/*
+ * Read the partitions cand lists (those pfilter and sfilter keep): np
+ * and nc what they and their cursors hold now, op and oc what they were
+ * counted for; the counted rows that differ replaced (a full pass writes
+ * only what changed), those gone removed.  Every CTE reads the rows as
+ * they were before the statement.  A partition is live when something is
+ * pending there for one of its queue's groups, or leased.
+ */
+#define QUEEN_STATS_READ(cand, pfilter, sfilter) \
+	" cand AS (" cand ")," \
+	" np AS (SELECT p.id, p.queue_id, p.last_offset, p.log_start" \
+	"          FROM cand JOIN queen.log_partitions p ON p.id = cand.id WHERE " pfilter ")," \
+	" op AS (SELECT s.* FROM cand JOIN queen.stats_partitions s ON s.partition_id = cand.id" \
+	"         WHERE " sfilter ")," \
+	" nc AS (SELECT p.queue_id, c.partition_id, c.consumer_group, c.total_consumed AS consumed" \
+	"          FROM np p JOIN queen.log_consumers c ON c.partition_id = p.id" \
+	"          JOIN queen.stats_totals t ON t.queue_id = p.queue_id AND t.consumer_group = c.consumer_group)," \
+	" oc AS (SELECT s.* FROM op JOIN queen.stats_cursors s ON s.partition_id = op.partition_id)," \
+	" live AS (SELECT p.id FROM np p" \
+	"            JOIN queen.stats_totals g ON g.queue_id = p.queue_id AND g.consumer_group <> ''" \
+	"            LEFT JOIN queen.log_consumers c" \
+	"              ON c.partition_id = p.id AND c.consumer_group = g.consumer_group" \
+	QUEEN_STATS_SUBSCRIPTION("p.queue_id", "g.consumer_group") \
+	"           WHERE " QUEEN_STATS_PENDING " > 0" \
+	"          UNION SELECT c.partition_id FROM np p JOIN queen.log_consumers c ON c.partition_id = p.id" \
+	"           WHERE c.lease_expires_at > now())," \
+	" lv AS (SELECT p.*, p.id IN (SELECT id FROM live) AS live FROM np p)," \
+	" w1 AS (INSERT INTO queen.stats_partitions AS s" \
+	"        SELECT id, queue_id, last_offset, log_start, live FROM lv" \
+	"         WHERE NOT EXISTS (SELECT 1 FROM op WHERE op.partition_id = lv.id" \
+	"                              AND op.last_offset = lv.last_offset AND op.log_start = lv.log_start" \
+	"                              AND op.live = lv.live)" \
+	"        ON CONFLICT (partition_id) DO UPDATE" \
+	"           SET last_offset = EXCLUDED.last_offset, log_start = EXCLUDED.log_start," \
+	"               live = EXCLUDED.live)," \
+	" w2 AS (DELETE FROM queen.stats_partitions s USING op" \
+	"         WHERE s.partition_id = op.partition_id" \
+	"           AND NOT EXISTS (SELECT 1 FROM np WHERE np.id = op.partition_id))," \
+	" w3 AS (INSERT INTO queen.stats_cursors AS s" \
+	"        SELECT partition_id, consumer_group, queue_id, consumed FROM nc" \
+	"         WHERE NOT EXISTS (SELECT 1 FROM oc WHERE oc.partition_id = nc.partition_id" \
+	"                              AND oc.consumer_group = nc.consumer_group" \
+	"                              AND oc.consumed = nc.consumed)" \
+	"        ON CONFLICT (partition_id, consumer_group) DO UPDATE SET consumed = EXCLUDED.consumed)," \
+	" w4 AS (DELETE FROM queen.stats_cursors s USING oc" \
+	"         WHERE s.partition_id = oc.partition_id AND s.consumer_group = oc.consumer_group" \
+	"           AND NOT EXISTS (SELECT 1 FROM nc WHERE nc.partition_id = oc.partition_id" \
+	"                                              AND nc.consumer_group = oc.consumer_group))"
 
 typedef enum QueenStatsStep
 {
 	ST_LOCK,
 	ST_STATE,
-	ST_WORK_MARKED,
-	ST_WORK_CHANGED,
-	ST_WORK_NEW_GROUPS,
+	ST_MARKED,
+	ST_CHANGED,
+	ST_NEW_GROUPS,
 	ST_RECOUNT_FORGET,
 	ST_RECOUNT_GROUPS,
 	ST_COUNT,
+	ST_COUNT_WHOLE,
 	ST_RECOUNT_SUMS,
-	ST_WORK_CLEAR,
 	ST_QUEUES,
 	ST_QUEUES_FILL,
 	ST_GROUPS,
@@ -106,10 +157,14 @@ typedef struct QueenStatsStmt
 {
 	const char *sql;
 	int			expected;		/* SPI_OK_* */
-	bool		incremental;	/* run only when not a full pass */
 } QueenStatsStmt;
 
-/* $1: the full pass (boolean); $2: the partitions stamped since (timestamptz) */
+/*
+ * $1: a full pass (boolean); $2: read the partitions stamped since
+ * (timestamptz); $3: the partitions to read (uuid[]); $4: the queues to
+ * count whole (uuid[]).  The two lists are arguments, not a table, so that
+ * each statement is planned knowing how few they are.
+ */
 static const QueenStatsStmt queen_stats_stmts[ST_COUNT_STEPS] = {
 	[ST_LOCK] = {"SELECT pg_advisory_xact_lock(hashtext('queen.stats_refresh'))", SPI_OK_SELECT},
 	[ST_STATE] = {"SELECT since, full_at < now() - make_interval(secs => "
@@ -118,44 +173,44 @@ static const QueenStatsStmt queen_stats_stmts[ST_COUNT_STEPS] = {
 
 	/*
 	 * The marks, consumed: read in this statement's snapshot, so every
-	 * change they stand for is seen by the statements after it.  Queues to
-	 * count whole: every one on a full pass, those never counted, those a
+	 * change they stand for is seen by the statements after it.  The
+	 * marked partitions ($3), and the queues to count whole ($4): every one
+	 * on a full pass, those marked, those never counted, those a
 	 * subscription names a group on that is not counted there yet.
 	 */
-	[ST_WORK_MARKED] = {
+	[ST_MARKED] = {
 		"WITH m AS (DELETE FROM queen.stats_marks RETURNING queue_id, partition_id)"
-		" INSERT INTO queen.stats_work (queue_id, partition_id)"
-		" SELECT queue_id, partition_id FROM m"
-		" UNION SELECT id, NULL FROM queen.queues WHERE $1"
-		" UNION SELECT queue_id, NULL FROM queen.stats_totals WHERE $1"
-		" UNION SELECT q.id, NULL FROM queen.queues q"
-		"        WHERE NOT EXISTS (SELECT 1 FROM queen.stats_totals t"
-		"                           WHERE t.queue_id = q.id AND t.consumer_group = '')"
-		" UNION SELECT m.queue_id, NULL FROM queen.consumer_groups_metadata m"
-		"        WHERE m.queue_id IS NOT NULL"
-		"          AND NOT EXISTS (SELECT 1 FROM queen.stats_totals t"
-		"                           WHERE t.queue_id = m.queue_id"
-		"                             AND t.consumer_group = m.consumer_group)",
-	SPI_OK_INSERT},
-	/* written since the last refresh's horizon, and still live */
-	[ST_WORK_CHANGED] = {
-		"INSERT INTO queen.stats_work (queue_id, partition_id)"
-		" SELECT q.id, p.id FROM queen.queues q"
-		" CROSS JOIN LATERAL (SELECT p.id FROM queen.log_partitions p"
-		"                      WHERE p.queue_id = q.id AND p.last_write_at >= $2) p"
-		" UNION ALL"
-		" SELECT s.queue_id, s.partition_id FROM queen.stats_partitions s WHERE s.live",
-	SPI_OK_INSERT, true},
+		" SELECT ARRAY(SELECT DISTINCT partition_id FROM m WHERE partition_id IS NOT NULL),"
+		"  ARRAY(SELECT queue_id FROM m WHERE partition_id IS NULL AND queue_id IS NOT NULL"
+		"        UNION SELECT id FROM queen.queues WHERE $1"
+		"        UNION SELECT queue_id FROM queen.stats_totals WHERE $1"
+		"        UNION SELECT q.id FROM queen.queues q"
+		"               WHERE NOT EXISTS (SELECT 1 FROM queen.stats_totals t"
+		"                                  WHERE t.queue_id = q.id AND t.consumer_group = '')"
+		"        UNION SELECT g.queue_id FROM queen.consumer_groups_metadata g"
+		"               WHERE g.queue_id IS NOT NULL"
+		"                 AND NOT EXISTS (SELECT 1 FROM queen.stats_totals t"
+		"                                  WHERE t.queue_id = g.queue_id"
+		"                                    AND t.consumer_group = g.consumer_group))",
+	SPI_OK_SELECT},
+	/* with those written since the last refresh's horizon, and the live */
+	[ST_CHANGED] = {
+		"SELECT ARRAY(SELECT p.id FROM queen.queues q"
+		"              CROSS JOIN LATERAL (SELECT p.id FROM queen.log_partitions p"
+		"                                   WHERE p.queue_id = q.id AND p.last_write_at >= $2) p"
+		"             UNION SELECT s.partition_id FROM queen.stats_partitions s WHERE s.live"
+		"             UNION SELECT unnest($3::uuid[]))",
+	SPI_OK_SELECT},
 	/* a cursor of a group its queue's sums do not keep: the queue whole */
-	[ST_WORK_NEW_GROUPS] = {
-		"INSERT INTO queen.stats_work (queue_id, partition_id)"
-		" SELECT DISTINCT p.queue_id, NULL::uuid"
-		"   FROM queen.stats_work w"
-		"   JOIN queen.log_partitions p ON p.id = w.partition_id"
-		"   JOIN queen.log_consumers c ON c.partition_id = p.id"
-		"  WHERE NOT EXISTS (SELECT 1 FROM queen.stats_totals t"
-		"                     WHERE t.queue_id = p.queue_id AND t.consumer_group = c.consumer_group)",
-	SPI_OK_INSERT, true},
+	[ST_NEW_GROUPS] = {
+		"SELECT ARRAY(SELECT unnest($4::uuid[])"
+		"             UNION SELECT p.queue_id FROM unnest($3::uuid[]) w(id)"
+		"               JOIN queen.log_partitions p ON p.id = w.id"
+		"               JOIN queen.log_consumers c ON c.partition_id = p.id"
+		"              WHERE NOT EXISTS (SELECT 1 FROM queen.stats_totals t"
+		"                                 WHERE t.queue_id = p.queue_id"
+		"                                   AND t.consumer_group = c.consumer_group))",
+	SPI_OK_SELECT},
 	[ST_RECOUNT_FORGET] = {
 		QUEEN_STATS_RECOUNT
 		" DELETE FROM queen.stats_totals t USING r WHERE t.queue_id = r.queue_id",
@@ -182,52 +237,10 @@ static const QueenStatsStmt queen_stats_stmts[ST_COUNT_STEPS] = {
 		" ) g",
 	SPI_OK_INSERT},
 
-	/*
-	 * Each partition read: its counted rows replaced by what it holds now
-	 * (kept when equal, so a full pass writes only what changed), removed
-	 * when it is gone, and the differences added to the sums.  Every CTE
-	 * reads the rows as they were before the statement.
-	 */
+	/* the partitions read of queues not counted whole: the differences added */
 	[ST_COUNT] = {
-		QUEEN_STATS_RECOUNT ","
-		" cand AS (SELECT partition_id AS id FROM queen.stats_work WHERE partition_id IS NOT NULL"
-		"          UNION SELECT p.id FROM r JOIN queen.log_partitions p ON p.queue_id = r.queue_id"
-		"          UNION SELECT s.partition_id FROM r JOIN queen.stats_partitions s ON s.queue_id = r.queue_id),"
-		" np AS (SELECT p.id, p.queue_id, p.last_offset, p.log_start"
-		"          FROM cand JOIN queen.log_partitions p ON p.id = cand.id),"
-		" op AS (SELECT s.* FROM cand JOIN queen.stats_partitions s ON s.partition_id = cand.id),"
-		" nc AS (SELECT p.queue_id, c.partition_id, c.consumer_group, c.total_consumed AS consumed"
-		"          FROM np p JOIN queen.log_consumers c ON c.partition_id = p.id"
-		"          JOIN queen.stats_totals t ON t.queue_id = p.queue_id AND t.consumer_group = c.consumer_group),"
-		" oc AS (SELECT s.* FROM cand JOIN queen.stats_cursors s ON s.partition_id = cand.id),"
-		" lv AS (SELECT p.id, p.queue_id, p.last_offset, p.log_start,"
-		"               EXISTS (SELECT 1 FROM queen.log_consumers c"
-		"                        WHERE c.partition_id = p.id AND c.lease_expires_at > now())"
-		"            OR EXISTS (SELECT 1 FROM queen.stats_totals g"
-		"                         LEFT JOIN queen.log_consumers c"
-		"                           ON c.partition_id = p.id AND c.consumer_group = g.consumer_group"
-		QUEEN_STATS_SUBSCRIPTION("p.queue_id", "g.consumer_group")
-		"                        WHERE g.queue_id = p.queue_id AND g.consumer_group <> ''"
-		"                          AND " QUEEN_STATS_PENDING " > 0) AS live"
-		"          FROM np p),"
-		" w1 AS (INSERT INTO queen.stats_partitions AS s"
-		"        SELECT id, queue_id, last_offset, log_start, live FROM lv"
-		"        ON CONFLICT (partition_id) DO UPDATE"
-		"           SET last_offset = EXCLUDED.last_offset, log_start = EXCLUDED.log_start,"
-		"               live = EXCLUDED.live"
-		"         WHERE (s.last_offset, s.log_start, s.live)"
-		"               IS DISTINCT FROM (EXCLUDED.last_offset, EXCLUDED.log_start, EXCLUDED.live)),"
-		" w2 AS (DELETE FROM queen.stats_partitions s USING op"
-		"         WHERE s.partition_id = op.partition_id"
-		"           AND NOT EXISTS (SELECT 1 FROM np WHERE np.id = op.partition_id)),"
-		" w3 AS (INSERT INTO queen.stats_cursors AS s"
-		"        SELECT partition_id, consumer_group, queue_id, consumed FROM nc"
-		"        ON CONFLICT (partition_id, consumer_group) DO UPDATE SET consumed = EXCLUDED.consumed"
-		"         WHERE s.consumed <> EXCLUDED.consumed),"
-		" w4 AS (DELETE FROM queen.stats_cursors s USING oc"
-		"         WHERE s.partition_id = oc.partition_id AND s.consumer_group = oc.consumer_group"
-		"           AND NOT EXISTS (SELECT 1 FROM nc WHERE nc.partition_id = oc.partition_id"
-		"                                              AND nc.consumer_group = oc.consumer_group)),"
+		"WITH " QUEEN_STATS_READ("SELECT unnest($3::uuid[]) AS id",
+								 "p.queue_id <> ALL($4::uuid[])", "s.queue_id <> ALL($4::uuid[])") ","
 		" d AS (SELECT queue_id, consumer_group, sum(n) AS n, sum(messages) AS messages,"
 		"              sum(pushed) AS pushed, sum(consumed) AS consumed FROM ("
 		"         SELECT queue_id, ''::text AS consumer_group, 1 AS n,"
@@ -242,6 +255,14 @@ static const QueenStatsStmt queen_stats_stmts[ST_COUNT_STEPS] = {
 		"   FROM d WHERE t.queue_id = d.queue_id AND t.consumer_group = d.consumer_group"
 		"    AND (d.n, d.messages, d.pushed, d.consumed) <> (0, 0, 0, 0)",
 	SPI_OK_UPDATE},
+	/* every partition of the queues counted whole, and every row counted of them */
+	[ST_COUNT_WHOLE] = {
+		QUEEN_STATS_RECOUNT ","
+		QUEEN_STATS_READ("SELECT p.id FROM r JOIN queen.log_partitions p ON p.queue_id = r.queue_id"
+						 " UNION SELECT s.partition_id FROM r"
+						 "   JOIN queen.stats_partitions s ON s.queue_id = r.queue_id", "true", "true")
+		" SELECT 1",
+	SPI_OK_SELECT},
 	/* a queue counted whole: its sums from its counted rows */
 	[ST_RECOUNT_SUMS] = {
 		QUEEN_STATS_RECOUNT
@@ -261,7 +282,6 @@ static const QueenStatsStmt queen_stats_stmts[ST_COUNT_STEPS] = {
 		"          GROUP BY g.queue_id, g.consumer_group) x"
 		"  WHERE t.queue_id = x.queue_id AND t.consumer_group = x.consumer_group",
 	SPI_OK_UPDATE},
-	[ST_WORK_CLEAR] = {"DELETE FROM queen.stats_work", SPI_OK_DELETE},
 
 	/*
 	 * Per queue: the sums, what one index probe each finds, and the dead
@@ -363,14 +383,26 @@ static const QueenStatsStmt queen_stats_stmts[ST_COUNT_STEPS] = {
 static void
 queen_stats_step(QueenStatsStep step, Datum *values, const char *nulls)
 {
-	static Oid	types[2] = {BOOLOID, TIMESTAMPTZOID};
+	static Oid	types[4] = {BOOLOID, TIMESTAMPTZOID, UUIDARRAYOID, UUIDARRAYOID};
 	const QueenStatsStmt *s = &queen_stats_stmts[step];
 	int			rc;
 
-	rc = SPI_execute_with_args(s->sql, 2, types, values, nulls, false, 0);
+	rc = SPI_execute_with_args(s->sql, 4, types, values, nulls, false, 0);
 	if (rc != s->expected)
 		elog(ERROR, "queen: stats refresh step %d failed: %s", (int) step,
 			 SPI_result_code_string(rc));
+}
+
+/* Column col of the step's one row, an array, copied out of its result. */
+static Datum
+queen_stats_list(int col, bool *empty)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull);
+	ArrayType  *a = DatumGetArrayTypePCopy(d);
+
+	*empty = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a)) == 0;
+	return PointerGetDatum(a);
 }
 
 /*
@@ -381,15 +413,16 @@ queen_stats_step(QueenStatsStep step, Datum *values, const char *nulls)
 void
 queen_stats_refresh_run(bool full, int64 *queues, int64 *groups)
 {
-	Datum		values[2];
-	char		nulls[2] = {' ', 'n'};
+	Datum		values[4] = {0, 0, 0, 0};
+	char		nulls[4] = {' ', 'n', 'n', 'n'};
 	TimestampTz horizon;
 	bool		isnull;
+	bool		no_partitions;
+	bool		no_queues;
 	int			step;
 
 	queen_spi_connect();
 	values[0] = BoolGetDatum(false);
-	values[1] = (Datum) 0;
 	queen_stats_step(ST_LOCK, values, nulls);
 	/* before any statement below takes its snapshot */
 	horizon = queen_write_horizon();
@@ -413,9 +446,27 @@ queen_stats_refresh_run(bool full, int64 *queues, int64 *groups)
 		full = true;
 	values[0] = BoolGetDatum(full);
 
-	for (step = ST_WORK_MARKED; step < ST_STATE_SAVE; step++)
-		if (!full || !queen_stats_stmts[step].incremental)
-			queen_stats_step(step, values, nulls);
+	queen_stats_step(ST_MARKED, values, nulls);
+	values[2] = queen_stats_list(1, &no_partitions);
+	values[3] = queen_stats_list(2, &no_queues);
+	nulls[2] = nulls[3] = ' ';
+	if (!full)
+	{
+		queen_stats_step(ST_CHANGED, values, nulls);
+		values[2] = queen_stats_list(1, &no_partitions);
+		queen_stats_step(ST_NEW_GROUPS, values, nulls);
+		values[3] = queen_stats_list(1, &no_queues);
+	}
+	for (step = ST_RECOUNT_FORGET; step < ST_STATE_SAVE; step++)
+	{
+		/* nothing to read, nothing to count again: no statement to plan */
+		if (no_queues && (step == ST_RECOUNT_FORGET || step == ST_RECOUNT_GROUPS ||
+						  step == ST_COUNT_WHOLE || step == ST_RECOUNT_SUMS))
+			continue;
+		if (no_partitions && step == ST_COUNT)
+			continue;
+		queen_stats_step(step, values, nulls);
+	}
 
 	/* the next refresh reads what was stamped from this one's horizon on */
 	values[1] = TimestampTzGetDatum(horizon);
@@ -443,11 +494,24 @@ static QueenStmt queen_stats_mark_stmts[] = {
 	3, {UUIDOID, TEXTOID, TEXTOID}, NULL},
 };
 
+/*
+ * A 1.1 database, which this library serves until ALTER EXTENSION UPDATE,
+ * has no marks to write: its refresh (1.1's) reads every row anyway.
+ */
+static bool
+queen_stats_marks_kept(void)
+{
+	return OidIsValid(get_relname_relid("stats_marks", get_namespace_oid("queen", false)));
+}
+
 void
 queen_stats_mark(const pg_uuid_t *queue, const pg_uuid_t *partition)
 {
 	Datum		values[2];
 	char		nulls[2];
+
+	if (!queen_stats_marks_kept())
+		return;
 
 	values[0] = queue != NULL ? UUIDPGetDatum(queue) : (Datum) 0;
 	nulls[0] = queue != NULL ? ' ' : 'n';
@@ -463,6 +527,8 @@ queen_stats_mark_group(const pg_uuid_t *tenant, const char *group, const char *q
 	Datum		values[3];
 	char		nulls[3] = {' ', ' ', ' '};
 
+	if (!queen_stats_marks_kept())
+		return;
 	values[0] = UUIDPGetDatum(tenant);
 	values[1] = CStringGetTextDatum(group);
 	values[2] = queue != NULL ? CStringGetTextDatum(queue) : (Datum) 0;
