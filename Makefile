@@ -55,7 +55,7 @@ endif
 REGRESS = setup modes configure schema codec push_body permit_law push_one push_items alloc pid_cache dedup read pop tenants rollback privileges failure_modes big_transaction untrusted_segments ack consume_tx consume_limits consume_sql replan dedup_runs streams retention admin stats encryption roles
 REGRESS_OPTS = --load-extension=queen --load-extension=queen_test
 TAP_TESTS = 1
-ISOLATION = concurrent_push concurrent_provision statement_timeout dedup_cache delete_race created_at_order push_deadlock pop_consumers pop_lease_expiry pop_push_race ack_redelivery runs_race prelock_race pop_wait txn_lease_expiry retention_push pop_floor_horizon
+ISOLATION = concurrent_push concurrent_provision statement_timeout dedup_cache delete_race created_at_order push_deadlock pop_consumers pop_lease_expiry pop_push_race ack_redelivery runs_race prelock_race pop_wait txn_lease_expiry retention_push pop_floor_horizon stats_horizon
 ISOLATION_OPTS = --load-extension=queen
 
 include $(PGXS)

@@ -85,7 +85,8 @@
  * Read the partitions cand lists (those pfilter and sfilter keep): np
  * and nc what they and their cursors hold now, op and oc what they were
  * counted for; the counted rows that differ replaced (a full pass writes
- * only what changed), those gone removed.  Every CTE reads the rows as
+ * only what changed), those gone removed (found first: a delete joined to
+ * every counted row of a million partitions took 13 s).  Every CTE reads the rows as
  * they were before the statement.  A partition is live when something is
  * pending there for one of its queue's groups, or leased.
  */
@@ -116,19 +117,20 @@
 	"        ON CONFLICT (partition_id) DO UPDATE" \
 	"           SET last_offset = EXCLUDED.last_offset, log_start = EXCLUDED.log_start," \
 	"               live = EXCLUDED.live)," \
-	" w2 AS (DELETE FROM queen.stats_partitions s USING op" \
-	"         WHERE s.partition_id = op.partition_id" \
-	"           AND NOT EXISTS (SELECT 1 FROM np WHERE np.id = op.partition_id))," \
+	" pg AS MATERIALIZED (SELECT partition_id FROM op" \
+	"                      WHERE NOT EXISTS (SELECT 1 FROM np WHERE np.id = op.partition_id))," \
+	" w2 AS (DELETE FROM queen.stats_partitions s USING pg WHERE s.partition_id = pg.partition_id)," \
 	" w3 AS (INSERT INTO queen.stats_cursors AS s" \
 	"        SELECT partition_id, consumer_group, queue_id, consumed FROM nc" \
 	"         WHERE NOT EXISTS (SELECT 1 FROM oc WHERE oc.partition_id = nc.partition_id" \
 	"                              AND oc.consumer_group = nc.consumer_group" \
 	"                              AND oc.consumed = nc.consumed)" \
 	"        ON CONFLICT (partition_id, consumer_group) DO UPDATE SET consumed = EXCLUDED.consumed)," \
-	" w4 AS (DELETE FROM queen.stats_cursors s USING oc" \
-	"         WHERE s.partition_id = oc.partition_id AND s.consumer_group = oc.consumer_group" \
-	"           AND NOT EXISTS (SELECT 1 FROM nc WHERE nc.partition_id = oc.partition_id" \
-	"                                              AND nc.consumer_group = oc.consumer_group))"
+	" cg AS MATERIALIZED (SELECT partition_id, consumer_group FROM oc" \
+	"                      WHERE NOT EXISTS (SELECT 1 FROM nc WHERE nc.partition_id = oc.partition_id" \
+	"                                                           AND nc.consumer_group = oc.consumer_group))," \
+	" w4 AS (DELETE FROM queen.stats_cursors s USING cg" \
+	"         WHERE s.partition_id = cg.partition_id AND s.consumer_group = cg.consumer_group)"
 
 typedef enum QueenStatsStep
 {
