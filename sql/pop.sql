@@ -406,7 +406,8 @@ SELECT consumer_group, partitions_pending, messages_pending
 -- Privileges: pop ships SECURITY DEFINER for queen_consumer (sql/roles).
 -- Altered to run with the caller's rights, it checks what its statements
 -- need (UPDATE on log_partitions because a first contact locks the partition
--- row FOR KEY SHARE SKIP LOCKED rather than wait for a deletion)
+-- row FOR KEY SHARE SKIP LOCKED rather than wait for a deletion; INSERT on
+-- stats_marks because a cursor's creation marks its partition for the stats)
 ------------------------------------------------------------------------------
 ALTER FUNCTION queen.pop(text,text,text,integer,integer,boolean,integer,text,text,interval) SECURITY INVOKER RESET search_path;
 SELECT count(*) FROM queen.push('[{"queue": "pop.priv", "partition": "a", "payload": 1},
@@ -418,6 +419,7 @@ GRANT SELECT ON queen.queues, queen.log_segments TO regress_queen_consumer;
 GRANT SELECT, UPDATE ON queen.log_partitions TO regress_queen_consumer;
 GRANT SELECT, INSERT, UPDATE ON queen.log_consumers, queen.consumer_watermarks TO regress_queen_consumer;
 GRANT SELECT, INSERT ON queen.consumer_groups_metadata TO regress_queen_consumer;
+GRANT INSERT ON queen.stats_marks TO regress_queen_consumer;
 SET ROLE regress_queen_consumer;
 SELECT partition, payload FROM queen.pop('pop.priv', 'a', 'g-priv');
 SELECT partition, payload FROM queen.pop('pop.priv', consumer_group => 'g-priv', batch => 10, max_partitions => 0);
@@ -428,7 +430,8 @@ SET ROLE regress_queen_consumer;
 SELECT qtest.expect_error($$SELECT * FROM queen.pop('pop.priv', 'b', 'g-other')$$);
 RESET ROLE;
 REVOKE ALL ON queen.queues, queen.log_segments, queen.log_partitions, queen.log_consumers,
-              queen.consumer_watermarks, queen.consumer_groups_metadata FROM regress_queen_consumer;
+              queen.consumer_watermarks, queen.consumer_groups_metadata, queen.stats_marks
+  FROM regress_queen_consumer;
 REVOKE EXECUTE ON FUNCTION queen.pop(text,text,text,integer,integer,boolean,integer,text,text,interval) FROM regress_queen_consumer;
 REVOKE USAGE ON SCHEMA queen, qtest FROM regress_queen_consumer;
 DROP ROLE regress_queen_consumer;

@@ -40,8 +40,8 @@ SELECT queues >= 0 AS counted FROM queen.stats_refresh(true);
 -- pushes, and two groups: one acknowledging, one holding a lease
 SELECT count(*) FROM queen.push((SELECT jsonb_agg(jsonb_build_object('queue', 'st.a', 'partition', 'p' || (i % 4),
 		'payload', i, 'transactionId', 'st-' || i)) FROM generate_series(0, 39) i));
-SELECT count(*) FROM queen.pop('st.a', consumer_group => 'g1', batch => 10, max_partitions => 2, auto_ack => true);
-CREATE TEMP TABLE leased AS SELECT * FROM queen.pop('st.a', consumer_group => 'g2', batch => 10, max_partitions => 1);
+SELECT count(*) FROM queen.pop('st.a', consumer_group => 'sg1', batch => 10, max_partitions => 2, auto_ack => true);
+CREATE TEMP TABLE leased AS SELECT * FROM queen.pop('st.a', consumer_group => 'sg2', batch => 10, max_partitions => 1);
 SELECT count(*) FROM leased;
 SELECT * FROM pg_temp.drift();
 SELECT 'st.a' AS queue, consumer_group, partitions, partitions_pending, pending, leased, leases, consumed
@@ -51,24 +51,24 @@ SELECT 'st.a' AS queue, consumer_group, partitions, partitions_pending, pending,
 SELECT pg_temp.age();
 SELECT count(*) FILTER (WHERE a.success) AS acked
   FROM leased l CROSS JOIN LATERAL queen.ack(l.transaction_id, l.partition_id, l.lease_id,
-											 consumer_group => 'g2') a;
+											 consumer_group => 'sg2') a;
 SELECT * FROM pg_temp.drift();
 
 -- everything consumed: then an idle partition is read by no refresh.  A
 -- change made outside the core to an idle cursor is not seen by an
 -- incremental refresh, and is by a full pass.
-SELECT count(*) FROM queen.pop('st.a', consumer_group => 'g1', batch => 100, max_partitions => 4, auto_ack => true);
-SELECT count(*) FROM queen.pop('st.a', consumer_group => 'g2', batch => 100, max_partitions => 4, auto_ack => true);
+SELECT count(*) FROM queen.pop('st.a', consumer_group => 'sg1', batch => 100, max_partitions => 4, auto_ack => true);
+SELECT count(*) FROM queen.pop('st.a', consumer_group => 'sg2', batch => 100, max_partitions => 4, auto_ack => true);
 SELECT pg_temp.age();
 SELECT count(*) AS live FROM queen.stats_partitions s JOIN queen.queues q ON q.id = s.queue_id
  WHERE q.name = 'st.a' AND s.live;
 UPDATE queen.log_consumers c SET total_consumed = total_consumed + 1000
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE p.id = c.partition_id AND q.name = 'st.a' AND p.name = 'p0' AND c.consumer_group = 'g1';
+ WHERE p.id = c.partition_id AND q.name = 'st.a' AND p.name = 'p0' AND c.consumer_group = 'sg1';
 SELECT * FROM pg_temp.drift();
 UPDATE queen.log_consumers c SET total_consumed = total_consumed - 1000
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE p.id = c.partition_id AND q.name = 'st.a' AND p.name = 'p0' AND c.consumer_group = 'g1';
+ WHERE p.id = c.partition_id AND q.name = 'st.a' AND p.name = 'p0' AND c.consumer_group = 'sg1';
 SELECT pg_temp.age();
 
 -- a push to one idle partition: read again through its stamp
@@ -77,15 +77,15 @@ SELECT * FROM pg_temp.drift();
 
 -- a seek moves a group's cursors back: its queue is counted again
 SELECT pg_temp.age();
-SELECT queen.seek('st.a', 'g2', at => '-infinity') > 0 AS moved;
+SELECT queen.seek('st.a', 'sg2', at => '-infinity') > 0 AS moved;
 SELECT * FROM pg_temp.drift();
 SELECT pending FROM queen.group_stats g JOIN queen.queues q ON q.id = g.queue_id
- WHERE q.name = 'st.a' AND g.consumer_group = 'g2';
+ WHERE q.name = 'st.a' AND g.consumer_group = 'sg2';
 
 -- retention moves a partition's start without stamping it: its mark
 SELECT queen.configure_queue_v1('{"queue": "st.a", "options": {"retentionEnabled": true, "completedRetentionSeconds": 60}}') IS NOT NULL AS configured;
-SELECT count(*) FROM queen.pop('st.a', consumer_group => 'g1', batch => 10, max_partitions => 4, auto_ack => true);
-SELECT count(*) FROM queen.pop('st.a', consumer_group => 'g2', batch => 100, max_partitions => 4, auto_ack => true);
+SELECT count(*) FROM queen.pop('st.a', consumer_group => 'sg1', batch => 10, max_partitions => 4, auto_ack => true);
+SELECT count(*) FROM queen.pop('st.a', consumer_group => 'sg2', batch => 100, max_partitions => 4, auto_ack => true);
 UPDATE queen.log_segments s SET created_at = s.created_at - interval '1 hour'
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
  WHERE p.id = s.partition_id AND q.name = 'st.a';
@@ -117,35 +117,35 @@ SELECT partitions FROM queen.queue_stats s JOIN queen.queues q ON q.id = s.queue
 -- a cursor made where nothing is pending for its group (its subscription
 -- starts tomorrow), by a pop naming the partition: its mark
 SELECT status FROM queen.push('st.b', '{"n": 0}', 'x');
-SELECT count(*) FROM queen.pop('st.b', consumer_group => 'h', auto_ack => true);
-SELECT queen.set_subscription('h', now() + interval '1 day') AS subscriptions;
+SELECT count(*) FROM queen.pop('st.b', consumer_group => 'sh', auto_ack => true);
+SELECT queen.set_subscription('sh', now() + interval '1 day') AS subscriptions;
 SELECT status FROM queen.push('st.b', '{"n": 1}', 'y');
 SELECT pg_temp.age();
-SELECT count(*) FROM queen.pop('st.b', 'y', consumer_group => 'h', auto_ack => true);
+SELECT count(*) FROM queen.pop('st.b', 'y', consumer_group => 'sh', auto_ack => true);
 SELECT * FROM pg_temp.drift();
 SELECT partitions, pending FROM queen.group_stats g JOIN queen.queues q ON q.id = g.queue_id
- WHERE q.name = 'st.b' AND g.consumer_group = 'h';
+ WHERE q.name = 'st.b' AND g.consumer_group = 'sh';
 
 -- a new group, a subscription, a group deleted, a queue deleted
 SELECT pg_temp.age();
-SELECT count(*) FROM queen.pop('st.a', consumer_group => 'g3', batch => 5, subscription_mode => 'new');
+SELECT count(*) FROM queen.pop('st.a', consumer_group => 'sg3', batch => 5, subscription_mode => 'new');
 SELECT * FROM pg_temp.drift();
 SELECT pg_temp.age();
-SELECT queen.delete_consumer_group('g2', 'st.a') > 0 AS deleted;
+SELECT queen.delete_consumer_group('sg2', 'st.a') > 0 AS deleted;
 SELECT * FROM pg_temp.drift();
 SELECT consumer_group FROM queen.group_stats g JOIN queen.queues q ON q.id = g.queue_id
  WHERE q.name = 'st.a' ORDER BY 1;
 
 -- a subscription moved: what its group has pending on the partitions it
 -- has no cursor on changes, with no stamp
-SELECT queen.set_subscription('g3', now() + interval '1 day') AS subscriptions;
+SELECT queen.set_subscription('sg3', now() + interval '1 day') AS subscriptions;
 SELECT status FROM queen.push('st.a', '{"n": 41}', 'p9');
-SELECT count(*) FROM queen.pop('st.a', 'p9', consumer_group => 'g1', auto_ack => true);
+SELECT count(*) FROM queen.pop('st.a', 'p9', consumer_group => 'sg1', auto_ack => true);
 SELECT pg_temp.age();
-SELECT queen.set_subscription('g3', now() - interval '2 hours') AS subscriptions;
+SELECT queen.set_subscription('sg3', now() - interval '2 hours') AS subscriptions;
 SELECT * FROM pg_temp.drift();
 SELECT pending FROM queen.group_stats g JOIN queen.queues q ON q.id = g.queue_id
- WHERE q.name = 'st.a' AND g.consumer_group = 'g3';
+ WHERE q.name = 'st.a' AND g.consumer_group = 'sg3';
 SELECT pg_temp.age();
 -- rows of the deleted queue's figures, after an incremental refresh: none
 SELECT queen.delete_queue_v1('st.b') ->> 'deleted' AS deleted;

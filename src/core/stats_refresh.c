@@ -86,9 +86,9 @@
  * and nc what they and their cursors hold now, op and oc what they were
  * counted for; the counted rows that differ replaced (a full pass writes
  * only what changed), those gone removed (found first: a delete joined to
- * every counted row of a million partitions took 13 s).  Every CTE reads the rows as
- * they were before the statement.  A partition is live when something is
- * pending there for one of its queue's groups, or leased.
+ * every counted row of a million partitions took 13 s).  Every CTE reads
+ * the rows as they were before the statement.  A partition is live when
+ * something is pending there for one of its queue's groups, or leased.
  */
 #define QUEEN_STATS_READ(cand, pfilter, sfilter) \
 	" cand AS (" cand ")," \
