@@ -3,15 +3,16 @@
  * lag.c
  *	  Consumer lag and queue depth for /metrics: the maintenance worker
  *	  asks the core for the most lagging (queue, group) pairs
- *	  (queen_consumer_lag_top) every queen.consumer_lag_interval seconds,
- *	  and for the deepest queues as the last stats refresh found them
- *	  (queen_queue_stats_top), and writes them to this file's shared
- *	  memory, from which any listener renders them without a database
- *	  round trip.
+ *	  (queen_consumer_lag_top, which refreshes the stats first) every
+ *	  queen.consumer_lag_interval seconds, and for the deepest queues as
+ *	  that refresh found them (queen_queue_stats_top), and writes them to
+ *	  this file's shared memory, from which any listener renders them
+ *	  without a database round trip.
  *
- * The view behind it reads every partition of the queues consumers have
- * touched, so it runs in the maintenance worker, never in a shard, whose
- * pushes, pops and acks would wait behind it.  The table in shared memory
+ * The refresh reads only what changed since the last, but once an hour
+ * every partition and cursor (stats_refresh.c), so it runs in the
+ * maintenance worker, never in a shard, whose pushes, pops and acks would
+ * wait behind it.  The table in shared memory
  * is guarded by a sequence count: odd while written, and nothing between
  * its two increments can fail.
  *
