@@ -27,10 +27,15 @@ CREATE FUNCTION pg_temp.drift() RETURNS SETOF text LANGUAGE sql AS $$
 	(SELECT 'full pass:   ' || f FROM pg_temp.figures() f EXCEPT ALL SELECT 'full pass:   ' || k FROM incremental)
 	ORDER BY 1
 $$;
--- the partitions of st.* last written an hour ago, as an idle one would be
+-- the partitions of st.* last written an hour ago, as an idle one would be;
+-- the wildcard pops' scan floors, which assume that whatever is pending was
+-- stamped after them, forgotten as a seek forgets them (the next pop reads
+-- the whole queue)
 CREATE FUNCTION pg_temp.age() RETURNS void LANGUAGE sql AS $$
 	UPDATE queen.log_partitions p SET last_write_at = now() - interval '1 hour'
 	  FROM queen.queues q WHERE q.id = p.queue_id AND q.name LIKE 'st.%';
+	DELETE FROM queen.consumer_watermarks w USING queen.queues q
+	 WHERE q.id = w.queue_id AND q.name LIKE 'st.%';
 	SELECT FROM queen.stats_refresh(true);
 $$;
 
