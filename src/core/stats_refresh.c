@@ -51,7 +51,6 @@
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/datetime.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
 
@@ -151,7 +150,6 @@ typedef enum QueenStatsStep
 	ST_HISTORY,
 	ST_TRIM,
 	ST_STATE_SAVE,
-	ST_ANSWER,
 	ST_COUNT_STEPS
 } QueenStatsStep;
 
@@ -378,8 +376,6 @@ static const QueenStatsStmt queen_stats_stmts[ST_COUNT_STEPS] = {
 		" ON CONFLICT (id) DO UPDATE"
 		"    SET since = EXCLUDED.since, full_at = coalesce(EXCLUDED.full_at, s.full_at)",
 	SPI_OK_INSERT},
-	[ST_ANSWER] = {"SELECT (SELECT count(*) FROM queen.queue_stats),"
-		" (SELECT count(*) FROM queen.group_stats)", SPI_OK_SELECT},
 };
 
 static void
@@ -468,15 +464,17 @@ queen_stats_refresh_run(bool full, int64 *queues, int64 *groups)
 		if (no_partitions && step == ST_COUNT)
 			continue;
 		queen_stats_step(step, values, nulls);
+		/* the answer: the rows the two tables were refilled with */
+		if (step == ST_QUEUES_FILL)
+			*queues = (int64) SPI_processed;
+		else if (step == ST_GROUPS_FILL)
+			*groups = (int64) SPI_processed;
 	}
 
 	/* the next refresh reads what was stamped from this one's horizon on */
 	values[1] = TimestampTzGetDatum(horizon);
 	nulls[1] = horizon == DT_NOBEGIN ? 'n' : ' ';
 	queen_stats_step(ST_STATE_SAVE, values, nulls);
-	queen_stats_step(ST_ANSWER, values, nulls);
-	*queues = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	*groups = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	SPI_finish();
 }
 
